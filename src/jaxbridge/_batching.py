@@ -1,0 +1,118 @@
+"""What one batched host call does on the host: loop, or call the vectorised function once.
+
+Under `jax.vmap` the callback is lowered with `vmap_method="expand_dims"`, so a batched call
+reaches the host as ONE call whose arguments carry leading batch dimensions (size 1 where an
+argument is not batched at that level; nested vmaps add one leading dimension each). The
+trampoline knows each argument's unbatched shape from trace time, so the leading dimensions are
+the batch. A strategy turns that one call into calls of the user's function. Executors (threads,
+processes, Ray) are strategies too, in `_executors.py`.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from ._call import HostCall
+
+
+def broadcast_views(
+    ins: Sequence[np.ndarray], core_ndims: Sequence[int], batch: tuple[int, ...]
+) -> list[np.ndarray]:
+    """Each input as a read-only view of shape `batch + core` (no copy)."""
+    return [
+        np.broadcast_to(x, batch + x.shape[x.ndim - nd :]) for x, nd in zip(ins, core_ndims)
+    ]
+
+
+def flatten_batch(x: np.ndarray, nd: int, batch: tuple[int, ...]) -> np.ndarray:
+    """`x` with its leading dimensions broadcast to `batch` and flattened into one."""
+    core = x.shape[x.ndim - nd :]
+    size = math.prod(batch)
+    lead = x.shape[: x.ndim - nd]
+    if lead == batch:
+        return x.reshape((size, *core))  # a view when x is contiguous, as XLA's buffers are
+    if all(d == 1 for d in lead):
+        return np.broadcast_to(x.reshape(core), (size, *core))
+    return np.broadcast_to(x, batch + core).reshape((size, *core))
+
+
+class AbstractBatching(abc.ABC):
+    """How one batched host call runs. Subclasses: Sequential, Vectorized, the executors."""
+
+    #: Shown in messages and `repr`.
+    name: str = "batching"
+
+    @abc.abstractmethod
+    def run(
+        self,
+        call: HostCall,
+        batch: tuple[int, ...],
+        ins: Sequence[np.ndarray],
+        outs: Sequence[np.ndarray],
+    ) -> None:
+        """Fills `outs` (each of shape `batch + core`) from inputs with leading `batch` dims."""
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def run_elements(
+    call: HostCall,
+    views: Sequence[np.ndarray],
+    outs: Sequence[np.ndarray],
+    indices: Any,
+    state: Any = None,
+) -> None:
+    """Calls the host function once per batch index, in order, writing into `outs`."""
+    invoke, check = call.invoke, call.check
+    for idx in indices:
+        elem = [v[idx] for v in views]
+        value = invoke(elem, state)
+        cell = idx + (Ellipsis,)  # keeps 0-d cells as writable views, not NumPy scalars
+        check(value, [o[cell] for o in outs])
+
+
+class Sequential(AbstractBatching):
+    """A batch is one host call that loops over the elements in order."""
+
+    name = "sequential"
+
+    def run(self, call, batch, ins, outs):
+        views = broadcast_views(ins, call.core_ndims, batch)
+        run_elements(call, views, outs, np.ndindex(*batch), call.local_state())
+
+
+class Vectorized(AbstractBatching):
+    """A batch is one call of the host function on stacked arrays of shape `(B, *core)`."""
+
+    name = "vectorized"
+
+    def run(self, call, batch, ins, outs):
+        size = math.prod(batch)
+        flat = [flatten_batch(x, nd, batch) for x, nd in zip(ins, call.core_ndims)]
+        value = call.invoke(flat, call.local_state())
+        flat_outs = [o.reshape((size, *o.shape[len(batch) :])) for o in outs]
+        call.check(value, flat_outs, lead=(size,))
+
+
+SEQUENTIAL = Sequential()
+VECTORIZED = Vectorized()
+
+
+def resolve(vmap: Any) -> AbstractBatching:
+    """The strategy for `host(vmap=...)`; raises with the accepted values otherwise."""
+    from . import _errors
+
+    if isinstance(vmap, AbstractBatching):
+        return vmap
+    if vmap == "sequential":
+        return SEQUENTIAL
+    if vmap == "vectorized":
+        return VECTORIZED
+    raise ValueError(_errors.BAD_VMAP.format(got=vmap))

@@ -1,0 +1,180 @@
+"""One host call: the host-side trampoline and its lowering into the JAX program.
+
+On CPU the call lowers through `jax.experimental.buffer_callback`: the host function reads
+XLA's input buffers as zero-copy NumPy views and its result is written straight into XLA's
+output buffers. Elsewhere (GPU, where `np.asarray` of a buffer fails, jax#38173), or when asked,
+it lowers through `jax.pure_callback`; `ordered=True` lowers through `jax.experimental.io_callback`.
+All three use `vmap_method="expand_dims"`, so a batch is ONE host call.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental import io_callback
+
+from . import _errors, _spec
+from ._batching import AbstractBatching
+
+try:  # jax 0.10 ships it as experimental; keep working if it moves or goes
+    from jax.experimental.buffer_callback import buffer_callback as _buffer_callback
+except ImportError:  # pragma: no cover
+    _buffer_callback = None
+
+LOWERINGS = ("auto", "buffer", "pure")
+
+
+def choose_lowering(preference: str) -> str:
+    """'buffer' or 'pure' for this trace, from the argument, then JAXBRIDGE_LOWERING."""
+    if preference == "auto":
+        preference = os.environ.get("JAXBRIDGE_LOWERING", "auto")
+        if preference not in LOWERINGS:
+            raise ValueError(_errors.BAD_LOWERING.format(got=preference))
+    if preference == "auto":
+        usable = _buffer_callback is not None and jax.default_backend() == "cpu"
+        return "buffer" if usable else "pure"
+    if preference == "buffer" and _buffer_callback is None:  # pragma: no cover
+        raise RuntimeError("this jax has no jax.experimental.buffer_callback; use 'pure'.")
+    return preference
+
+
+class HostCall:
+    """Everything the host needs to run one wrapped function at one input signature.
+
+    Built once per signature at trace time; `__call__`-free and allocation-light because every
+    call (and, under `Sequential`, every batch element) goes through it.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        split: _spec.Split,
+        in_avals: Sequence[jax.ShapeDtypeStruct],
+        spec: _spec.ResultSpec,
+        batching: AbstractBatching,
+        init: Callable[[], Any] | None = None,
+    ):
+        self.name = name
+        self.fn = fn
+        self.split = split
+        self.in_avals = tuple(in_avals)
+        self.core_ndims = tuple(len(a.shape) for a in in_avals)
+        self.spec = spec
+        self.batching = batching
+        self.init = init
+        self.rule = f"host function {name!r}"
+        self._local = threading.local()
+
+    # -- host side ------------------------------------------------------------------------
+
+    def local_state(self) -> Any:
+        """The calling thread's `init()` state (created on first use), or None."""
+        if self.init is None:
+            return None
+        try:
+            return self._local.state
+        except AttributeError:
+            self._local.state = self.init()
+            return self._local.state
+
+    def invoke(self, arrays: Sequence[Any], state: Any = None) -> Any:
+        args, kwargs = self.split.rebuild(arrays)
+        if self.init is not None:
+            kwargs["state"] = state
+        return self.fn(*args, **kwargs)
+
+    def check(
+        self, value: Any, outs: Sequence[np.ndarray], lead: tuple[int, ...] = ()
+    ) -> list[np.ndarray]:
+        return _spec.check_result(self.rule, self.spec, value, outs, lead)
+
+    def batch_shape(self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> tuple:
+        if ins:
+            leads = [x.shape[: x.ndim - nd] for x, nd in zip(ins, self.core_ndims)]
+            return np.broadcast_shapes(*leads)
+        if outs:
+            return outs[0].shape[: outs[0].ndim - len(self.spec.avals[0].shape)]
+        return ()
+
+    def run(self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> None:
+        """One call from XLA: unbatched, or a batch handed to the batching strategy."""
+        batch = self.batch_shape(ins, outs)
+        if batch:
+            self.batching.run(self, batch, ins, outs)
+        else:
+            self.check(self.invoke(ins, self.local_state()), outs)
+
+    def _fail(self, e: BaseException) -> BaseException:
+        _errors.record(e)
+        return _errors.HostError(_errors.format_host_exception(self.name, e))
+
+    def buffer_trampoline(self, ctx: Any, outs: Sequence[Any], *ins: Any) -> None:
+        del ctx  # the CPU stream: nothing to synchronise with
+        arrays = [np.asarray(b) for b in ins]
+        for a in arrays:
+            # XLA owns these buffers: a host function that writes to its input must fail
+            # loudly, not corrupt the caller's array.
+            a.flags.writeable = False
+        try:
+            self.run(arrays, [np.asarray(b) for b in outs])
+        except Exception as e:
+            raise self._fail(e) from e
+
+    def pure_trampoline(self, *ins: np.ndarray) -> list[np.ndarray]:
+        arrays = [np.asarray(a) for a in ins]
+        for a in arrays:
+            a.flags.writeable = False
+        try:
+            batch = self.batch_shape(arrays, ())
+            outs = [np.empty(batch + a.shape, a.dtype) for a in self.spec.avals]
+            self.run(arrays, outs)
+        except Exception as e:
+            raise self._fail(e) from e
+        return outs
+
+
+def emit(
+    call: HostCall, dynamic: Sequence[Any], *, ordered: bool, lowering: str
+) -> list[jax.Array]:
+    """Stages one host call into the current trace; returns the flat results."""
+    avals = list(call.spec.avals)
+    if ordered:
+        return list(_ordered(call, tuple(avals))(*dynamic))
+    if choose_lowering(lowering) == "buffer":
+        assert _buffer_callback is not None
+        out = _buffer_callback(call.buffer_trampoline, avals, vmap_method="expand_dims")(
+            *dynamic
+        )
+    else:
+        out = jax.pure_callback(call.pure_trampoline, avals, *dynamic, vmap_method="expand_dims")
+    return list(out)
+
+
+@functools.lru_cache(maxsize=4096)
+def _ordered(call: HostCall, avals: tuple[jax.ShapeDtypeStruct, ...]) -> Callable[..., Any]:
+    """An ordered io_callback that batches as one host call.
+
+    JAX refuses to vmap an ordered effect; `custom_vmap` lets the batched call stay one
+    ordered callback whose host side loops over the batch in order. Nested vmaps recurse.
+    """
+
+    @jax.custom_batching.custom_vmap
+    def f(*dynamic):
+        return tuple(io_callback(call.pure_trampoline, list(avals), *dynamic, ordered=True))
+
+    @f.def_vmap
+    def _rule(axis_size, in_batched, *dynamic):
+        moved = [x if b else jnp.expand_dims(x, 0) for x, b in zip(dynamic, in_batched)]
+        batched = tuple(jax.ShapeDtypeStruct((axis_size, *a.shape), a.dtype) for a in avals)
+        out = _ordered(call, batched)(*moved)
+        return out, [True] * len(out)
+
+    return f

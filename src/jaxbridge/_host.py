@@ -1,0 +1,297 @@
+"""`jaxbridge.host`: the wrapper that makes a NumPy function callable from JAX programs."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any, overload
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax._src import core as _core
+
+from . import _batching, _call, _errors, _spec
+
+PyTree = Any
+ResultArg = PyTree | Callable[..., PyTree] | None
+
+
+class Host:
+    """A host function wrapped for JAX. Build one with `jaxbridge.host`."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        result: ResultArg = None,
+        vmap: Any = "sequential",
+        ordered: bool = False,
+        static_argnums: int | Sequence[int] = (),
+        static_argnames: str | Sequence[str] = (),
+        lowering: str = "auto",
+        init: Callable[[], Any] | None = None,
+        jacobian: Callable[..., Any] | None = None,
+        jvp: Callable[..., Any] | None = None,
+        vjp: Callable[..., Any] | None = None,
+        derivative: Any = None,
+    ):
+        if not callable(fn):
+            raise TypeError(f"`jaxbridge.host` wraps a callable; got `{type(fn).__name__}`.")
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
+        self.batching = _batching.resolve(vmap)
+        if lowering not in _call.LOWERINGS:
+            raise ValueError(_errors.BAD_LOWERING.format(got=lowering))
+        self.lowering = lowering
+        self.ordered = bool(ordered)
+        self.init = init
+        if init is not None and not callable(init):
+            raise TypeError(
+                f"`jaxbridge.host(init=...)` must be a callable returning per-worker state; "
+                f"got `{type(init).__name__}`."
+            )
+        self.static_argnums, self.static_argnames = _static_args(fn, static_argnums, static_argnames)
+        self.result = result
+        if result is not None and not callable(result):
+            self._declared = _spec.spec_from_tree(result)  # validates now, at wrap time
+        else:
+            self._declared = None
+        from . import _derivatives
+
+        self.rule = _derivatives.make_rule(self, jacobian=jacobian, jvp=jvp, vjp=vjp,
+                                           derivative=derivative)
+        self._entries: dict[Any, _Entry] = {}
+
+    def __repr__(self) -> str:
+        return f"jaxbridge.host({self.name}, vmap={self.batching!r})"
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        # Used as a method: bind like a function would.
+        return self if obj is None else functools.partial(self, obj)
+
+    # -- signatures ----------------------------------------------------------------------
+
+    def entry(self, split: _spec.Split, avals: Sequence[jax.ShapeDtypeStruct]) -> _Entry:
+        """The cached host call and result spec for one input signature."""
+        key = (split.key(), tuple((a.shape, a.dtype) for a in avals))
+        found = self._entries.get(key)
+        if found is None:
+            spec = self._result_spec(split, avals)
+            call = _call.HostCall(self.name, self.fn, split, avals, spec, self.batching, self.init)
+            found = self._entries[key] = _Entry(self, call)
+        return found
+
+    def _result_spec(self, split: _spec.Split, avals: Sequence[Any]) -> _spec.ResultSpec:
+        if self._declared is not None:
+            return self._declared
+        if self.result is not None:
+            args, kwargs = split.rebuild(list(avals))
+            return _spec.spec_from_tree(self.result(*args, **kwargs))
+        fn = self.fn
+        if self.init is not None:
+            state = self.init()
+            fn = functools.partial(self.fn, state=state)
+        return _spec.probe(self.name, fn, split, avals)
+
+    # -- calls ---------------------------------------------------------------------------
+
+    def __call__(self, *args: Any, **kwargs: Any) -> PyTree:
+        split, dynamic = _spec.split_arguments(
+            args, kwargs, self.static_argnums, self.static_argnames
+        )
+        if not self.ordered and _is_eager(dynamic):
+            return self._call_eager(split, dynamic)
+        avals = [_spec.leaf_aval(x) for x in dynamic]
+        entry = self.entry(split, avals)
+        _errors.take_recorded()  # forget failures of earlier, unrelated computations
+        try:
+            out = entry.traced(*dynamic)
+        except jax.errors.JaxRuntimeError as e:
+            # An eager transformation (vmap or grad outside jit) ran the call right here:
+            # raise the host's own exception, not XLA's text of it.
+            original = _errors.take_recorded()
+            if original is None:
+                raise
+            raise _errors.HostError(_errors.format_host_exception(self.name, original)) from (
+                original
+            )
+        return jax.tree_util.tree_unflatten(entry.call.spec.treedef, out)
+
+    def _call_eager(self, split: _spec.Split, dynamic: list[Any]) -> PyTree:
+        """Outside any trace: call the function directly; its own exception propagates."""
+        arrays = [_host_array(x) for x in dynamic]
+        args, kwargs = split.rebuild(arrays)
+        if self.init is not None:
+            kwargs["state"] = _eager_state(self)
+        value = self.fn(*args, **kwargs)
+        if self._declared is not None or self.result is not None:
+            avals = [_spec.leaf_aval(x) for x in arrays]
+            spec = self.entry(split, avals).call.spec
+        else:
+            spec = _spec.spec_from_value(self.name, value)
+        checked = _spec.check_result(f"host function {self.name!r}", spec, value)
+        return jax.tree_util.tree_unflatten(spec.treedef, [jnp.asarray(x) for x in checked])
+
+
+class _Entry:
+    """One input signature: its host call and the traceable function that stages it."""
+
+    def __init__(self, host: Host, call: _call.HostCall):
+        self.call = call
+        self.extra: dict[str, Any] = {}  # per-signature objects of the derivative rule
+        emit = functools.partial(
+            _call.emit, call, ordered=host.ordered, lowering=host.lowering
+        )
+        self.emit = lambda *dynamic: emit(dynamic)
+        self.traced = host.rule.wrap(self)
+
+
+def _is_eager(dynamic: Sequence[Any]) -> bool:
+    return _core.trace_ctx.is_top_level() and not any(
+        isinstance(x, jax.core.Tracer) for x in dynamic
+    )
+
+
+def _host_array(x: Any) -> np.ndarray:
+    """What the host function receives for a concrete leaf: a read-only NumPy array."""
+    arr = np.asarray(x, dtype=_spec.canonical_dtype(x))
+    if arr is x:  # the caller's own array: hand out a read-only view, as under jit
+        arr = arr.view()
+    arr.flags.writeable = False
+    return arr
+
+
+_eager_states: dict[int, Any] = {}
+
+
+def _eager_state(host: Host) -> Any:
+    state = _eager_states.get(id(host))
+    if state is None:
+        state = _eager_states[id(host)] = host.init()  # type: ignore[misc]
+    return state
+
+
+def _static_args(
+    fn: Callable[..., Any],
+    static_argnums: int | Sequence[int],
+    static_argnames: str | Sequence[str],
+) -> tuple[frozenset[int], frozenset[str]]:
+    """Completes `static_argnums`/`static_argnames` from each other, as `jax.jit` does."""
+    nums = {static_argnums} if isinstance(static_argnums, int) else set(static_argnums)
+    names = {static_argnames} if isinstance(static_argnames, str) else set(static_argnames)
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return frozenset(nums), frozenset(names)
+    positional = [
+        p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    for n in list(nums):
+        if 0 <= n < len(positional):
+            names.add(positional[n])
+    for i, pname in enumerate(positional):
+        if pname in names:
+            nums.add(i)
+    return frozenset(nums), frozenset(names)
+
+
+@overload
+def host(fn: Callable[..., Any], /, **kwargs: Any) -> Host: ...
+@overload
+def host(fn: None = None, /, **kwargs: Any) -> Callable[[Callable[..., Any]], Host]: ...
+
+
+def host(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    result: ResultArg = None,
+    vmap: Any = "sequential",
+    ordered: bool = False,
+    static_argnums: int | Sequence[int] = (),
+    static_argnames: str | Sequence[str] = (),
+    lowering: str = "auto",
+    init: Callable[[], Any] | None = None,
+    jacobian: Callable[..., Any] | None = None,
+    jvp: Callable[..., Any] | None = None,
+    vjp: Callable[..., Any] | None = None,
+    derivative: Any = None,
+) -> Host | Callable[[Callable[..., Any]], Host]:
+    """Makes a NumPy function callable from `jit`, `vmap`, `scan`, `grad` and the rest.
+
+    The wrapped function receives NumPy arrays and returns NumPy arrays, Python numbers or
+    pytrees of them. Arguments that are not arrays or numbers (a model object, a string, a
+    SymPy expression) are static: handed over unchanged and part of the cache key.
+
+    Args:
+        fn: the host function. Omit it to use `host(...)` as a decorator factory.
+        result: the result spec: `None` probes it by calling `fn` once per new input
+            signature on zero-filled arrays; a pytree of `jax.ShapeDtypeStruct`; or a
+            callable receiving the arguments as `ShapeDtypeStruct`s and returning that pytree.
+        vmap: what a batch does on the host, always as ONE host call: `"sequential"` loops
+            over the elements (each call sees unbatched shapes); `"vectorized"` calls `fn` once
+            with every array argument stacked to `(B, *shape)`, B the product of all vmapped
+            sizes; or an executor (`jaxbridge.Threads`, `Processes`, `Ray`).
+        ordered: side effects in program order, never removed as dead code (`io_callback`
+            semantics); under vmap the host loops over the batch in order.
+        static_argnums: positions of arguments to treat as static even if they are numbers.
+        static_argnames: names of arguments to treat as static even if they are numbers.
+        lowering: `"auto"` (buffer_callback on CPU, pure_callback elsewhere), `"buffer"` or
+            `"pure"`; the environment variable `JAXBRIDGE_LOWERING` overrides `"auto"`.
+        init: makes per-worker state, passed to `fn` as the keyword `state=`; called once
+            per thread, process or Ray actor that runs `fn`.
+        jacobian: host function of the same arguments returning the Jacobian in the layout of
+            `jax.jacfwd(f, argnums=...)` over the positional arguments.
+        jvp: `jvp(*args, *tangents) -> tangents_out`, a host function.
+        vjp: `vjp(*args, cotangents_out) -> cotangents_in` (a tuple, one per positional
+            argument), a host function.
+        derivative: a derivative rule object, such as `jaxbridge.FiniteDifferences()`.
+
+    Returns:
+        A callable with `fn`'s name and docstring.
+
+    Raises:
+        TypeError: `result` is not a pytree of `jax.ShapeDtypeStruct`.
+        ValueError: an unknown `vmap` or `lowering`.
+
+    Under `jax.jit` the function receives arrays of the traced shapes and JAX's canonical
+    dtypes (float32 unless x64 is on); under `jax.vmap` see `vmap` above. Returned arrays are
+    converted to the result dtype only within a kind (float64 to float32). Without a
+    derivative rule, differentiating raises an error naming the arguments to pass.
+
+    Example:
+        >>> import jax, jax.numpy as jnp, numpy as np
+        >>> import jaxbridge
+        >>> @jaxbridge.host
+        ... def norm(x):
+        ...     return np.linalg.norm(x)
+        >>> float(jax.jit(norm)(jnp.array([3.0, 4.0])))
+        5.0
+        >>> jax.vmap(norm)(jnp.ones((2, 4))).tolist()
+        [2.0, 2.0]
+    """
+    options = dict(
+        result=result,
+        vmap=vmap,
+        ordered=ordered,
+        static_argnums=static_argnums,
+        static_argnames=static_argnames,
+        lowering=lowering,
+        init=init,
+        jacobian=jacobian,
+        jvp=jvp,
+        vjp=vjp,
+        derivative=derivative,
+    )
+    if fn is None:
+        # Validate now so that a bad `@host(...)` fails where it is written.
+        _batching.resolve(vmap)
+        if result is not None and not callable(result):
+            _spec.spec_from_tree(result)
+        if lowering not in _call.LOWERINGS:
+            raise ValueError(_errors.BAD_LOWERING.format(got=lowering))
+        return lambda f: Host(f, **options)
+    return Host(fn, **options)

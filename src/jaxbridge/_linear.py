@@ -1,0 +1,154 @@
+"""A linear call whose transpose is another function, with a batching rule.
+
+`host_linear_p` computes `fwd(*residuals, *linear)`, linear in `linear`; its transpose computes
+`bwd(*residuals, *cotangents)`. A host JVP cannot be transposed by JAX (jax#30401), and
+`jax.custom_derivatives.linear_call` has no batching rule, so jaxbridge carries its own. `fwd`
+and `bwd` are JAX-traceable functions (typically staging a host call), so batching is `vmap` of
+them and the batched host call is still ONE call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from jax.extend.core import Primitive
+from jax.interpreters import ad, batching, mlir
+
+from . import _errors
+
+host_linear_p = Primitive("host_linear")
+host_linear_p.multiple_results = True
+
+
+class _Fn:
+    """A function as a primitive parameter: hashable by identity, with a name for messages."""
+
+    __slots__ = ("fn", "missing", "__weakref__")
+
+    def __init__(self, fn: Callable[..., Any] | None, missing: str):
+        self.fn = fn
+        self.missing = missing  # the error when `fn` is None and the mode is asked for
+
+    def __call__(self, *args: Any) -> list[Any]:
+        if self.fn is None:
+            raise _errors.HostError(self.missing)
+        return list(self.fn(*args))
+
+
+def linear_call(
+    fwd: _Fn,
+    bwd: _Fn,
+    residuals: list[Any],
+    linear: list[Any],
+    out_avals: tuple[jax.ShapeDtypeStruct, ...],
+) -> list[Any]:
+    lin_avals = tuple(jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x)) for x in linear)
+    return host_linear_p.bind(
+        *residuals,
+        *linear,
+        fwd=fwd,
+        bwd=bwd,
+        n_res=len(residuals),
+        out_avals=tuple(out_avals),
+        lin_avals=lin_avals,
+    )
+
+
+def _host_linear_abstract_eval(*args, fwd, bwd, n_res, out_avals, lin_avals):
+    del args, fwd, bwd, n_res, lin_avals
+    return [jax.core.ShapedArray(a.shape, a.dtype) for a in out_avals]
+
+
+host_linear_p.def_abstract_eval(_host_linear_abstract_eval)
+
+
+def _host_linear_impl(*args, fwd, bwd, n_res, out_avals, lin_avals):
+    del bwd, n_res, out_avals, lin_avals
+    return fwd(*args)
+
+
+host_linear_p.def_impl(_host_linear_impl)
+
+
+def _host_linear_lowering(ctx, *args, fwd, bwd, n_res, out_avals, lin_avals):
+    del bwd, n_res, out_avals, lin_avals
+    return mlir.lower_fun(fwd, multiple_results=True)(ctx, *args)
+
+
+mlir.register_lowering(host_linear_p, _host_linear_lowering)
+
+
+def _host_linear_transpose_rule(cts, *args, fwd, bwd, n_res, out_avals, lin_avals):
+    residuals = args[:n_res]
+    if any(ad.is_undefined_primal(r) for r in residuals):
+        raise ValueError("host_linear: residual operands must be known when transposing.")
+    cts = [
+        jnp.zeros(a.shape, a.dtype) if type(ct) is ad.Zero else ct
+        for ct, a in zip(cts, out_avals)
+    ]
+    ct_in = host_linear_p.bind(
+        *residuals,
+        *cts,
+        fwd=bwd,
+        bwd=fwd,
+        n_res=n_res,
+        out_avals=lin_avals,
+        lin_avals=out_avals,
+    )
+    return [None] * n_res + list(ct_in)
+
+
+ad.primitive_transposes[host_linear_p] = _host_linear_transpose_rule
+
+
+def _host_linear_batch_rule(args, dims, *, fwd, bwd, n_res, out_avals, lin_avals):
+    size = next(x.shape[d] for x, d in zip(args, dims) if d is not None)
+    moved = []
+    in_axes = []
+    for i, (x, d) in enumerate(zip(args, dims)):
+        if d is None:
+            if i >= n_res:  # linear operands are batched alike, so the transpose is too
+                x = jnp.broadcast_to(x, (size, *jnp.shape(x)))
+                in_axes.append(0)
+            else:
+                in_axes.append(None)
+        else:
+            x = jnp.moveaxis(x, d, 0)
+            in_axes.append(0)
+        moved.append(x)
+    res_axes = tuple(in_axes[:n_res])
+
+    def vmapped(f: _Fn, lin_count: int) -> _Fn:
+        if f.fn is None:
+            return f
+        return _Fn(jax.vmap(f.fn, in_axes=res_axes + (0,) * lin_count), f.missing)
+
+    def batched(avals):
+        return tuple(jax.ShapeDtypeStruct((size, *a.shape), a.dtype) for a in avals)
+
+    out = host_linear_p.bind(
+        *moved,
+        fwd=vmapped(fwd, len(lin_avals)),
+        bwd=vmapped(bwd, len(out_avals)),
+        n_res=n_res,
+        out_avals=batched(out_avals),
+        lin_avals=batched(lin_avals),
+    )
+    return out, [0] * len(out)
+
+
+batching.primitive_batchers[host_linear_p] = _host_linear_batch_rule
+
+
+def _host_linear_jvp_rule(primals, tangents, *, fwd, bwd, n_res, out_avals, lin_avals):
+    raise NotImplementedError(
+        "second-order derivatives of a host function with `jvp=`/`vjp=` rules are not "
+        "supported: pass `jacobian=` (a jaxbridge.host with its own derivative rule) or "
+        "`derivative=jaxbridge.FiniteDifferences()` for hessians and grad-of-grad."
+    )
+
+
+ad.primitive_jvps[host_linear_p] = _host_linear_jvp_rule

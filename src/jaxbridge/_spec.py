@@ -1,0 +1,233 @@
+"""Arguments and results of a host function: which leaves are traced, and what comes back.
+
+Arguments are flattened into leaves; array-like leaves are traced, everything else (a model
+object, a string, a SymPy expression) is static: handed to the host function unchanged and made
+part of the cache key. Result specs are declared, computed from the argument specs, or probed by
+one call on zero-filled arrays.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+from jax._src import dtypes as _dtypes
+
+from . import _errors
+
+PyTree = Any
+
+
+class _Static:
+    """Marks an argument named in `static_argnums`/`static_argnames`: one opaque leaf."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any):
+        self.value = value
+
+
+class _ById:
+    """Cache key for an unhashable static object: equal only to itself."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any):
+        self.obj = obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _ById) and other.obj is self.obj
+
+
+def is_dynamic_leaf(x: Any) -> bool:
+    """Whether a pytree leaf is traced (an array or Python number) rather than static."""
+    return isinstance(x, (jax.Array, np.ndarray, np.generic, int, float, complex)) or isinstance(
+        x, jax.core.Tracer
+    )
+
+
+def static_key(x: Any) -> Any:
+    try:
+        hash(x)
+    except TypeError:
+        return _ById(x)
+    return x
+
+
+def canonical_dtype(x: Any) -> np.dtype:
+    """The dtype JAX gives `x` when it becomes an array (x64 decides 64 or 32 bits)."""
+    return np.dtype(_dtypes.canonicalize_dtype(_dtypes.dtype(x)))
+
+
+def leaf_aval(x: Any) -> jax.ShapeDtypeStruct:
+    return jax.ShapeDtypeStruct(np.shape(x), canonical_dtype(x))
+
+
+@dataclasses.dataclass(frozen=True)
+class Split:
+    """One call's arguments split into traced leaves and a static remainder."""
+
+    treedef: Any  # of (args, kwargs), with every leaf in place
+    dynamic_index: tuple[int, ...]  # positions of the traced leaves among all leaves
+    static_leaves: tuple[Any, ...]  # all leaves, with traced ones replaced by None
+
+    def key(self) -> tuple[Any, ...]:
+        statics = tuple(
+            static_key(v.value if isinstance(v, _Static) else v)
+            for i, v in enumerate(self.static_leaves)
+            if i not in self.dynamic_index
+        )
+        return (self.treedef, self.dynamic_index, statics)
+
+    def rebuild(self, dynamic: Sequence[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        leaves = list(self.static_leaves)
+        for i, v in zip(self.dynamic_index, dynamic, strict=True):
+            leaves[i] = v
+        leaves = [v.value if isinstance(v, _Static) else v for v in leaves]
+        args, kwargs = jax.tree_util.tree_unflatten(self.treedef, leaves)
+        return args, kwargs
+
+
+def split_arguments(
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    static_argnums: frozenset[int],
+    static_argnames: frozenset[str],
+) -> tuple[Split, list[Any]]:
+    """Flattens `(args, kwargs)`; returns the split and the traced leaves."""
+    if static_argnums:
+        args = tuple(_Static(a) if i in static_argnums else a for i, a in enumerate(args))
+    if static_argnames:
+        kwargs = {k: _Static(v) if k in static_argnames else v for k, v in kwargs.items()}
+    leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
+    dynamic_index = tuple(i for i, x in enumerate(leaves) if is_dynamic_leaf(x))
+    dynamic = [leaves[i] for i in dynamic_index]
+    statics = tuple(None if i in dynamic_index else x for i, x in enumerate(leaves))
+    return Split(treedef, dynamic_index, statics), dynamic
+
+
+# --- result specs --------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ResultSpec:
+    """The flat result spec of one host function at one input signature."""
+
+    treedef: Any
+    avals: tuple[jax.ShapeDtypeStruct, ...]
+    paths: tuple[str, ...]  # `jax.tree_util.keystr` of each leaf, for messages
+
+    @property
+    def tree(self) -> PyTree:
+        return jax.tree_util.tree_unflatten(self.treedef, self.avals)
+
+
+def _canonical_struct(s: jax.ShapeDtypeStruct) -> jax.ShapeDtypeStruct:
+    dt = np.dtype(_dtypes.canonicalize_dtype(s.dtype))
+    if dt == s.dtype:
+        return s
+    return jax.ShapeDtypeStruct(s.shape, dt)
+
+
+def spec_from_tree(tree: PyTree) -> ResultSpec:
+    """Validates a declared result pytree of `jax.ShapeDtypeStruct` (message per bad leaf)."""
+    with_path, treedef = jax.tree_util.tree_flatten_with_path(
+        tree, is_leaf=lambda x: x is None
+    )
+    avals, paths = [], []
+    for path, leaf in with_path:
+        if not isinstance(leaf, jax.ShapeDtypeStruct):
+            raise TypeError(
+                _errors.BAD_RESULT_SPEC.format(
+                    got=f"`{type(leaf).__name__}`", path=jax.tree_util.keystr(path)
+                )
+            )
+        avals.append(_canonical_struct(leaf))
+        paths.append(jax.tree_util.keystr(path))
+    return ResultSpec(treedef, tuple(avals), tuple(paths))
+
+
+def spec_from_value(name: str, value: PyTree) -> ResultSpec:
+    """The spec of a value the host function returned (probe or eager call)."""
+    with_path, treedef = jax.tree_util.tree_flatten_with_path(value)
+    avals, paths = [], []
+    for path, leaf in with_path:
+        if not is_dynamic_leaf(leaf):
+            raise _errors.HostResultError(
+                f"host function {name!r} returned `{type(leaf).__name__}` at "
+                f"`{jax.tree_util.keystr(path)}`; host functions return NumPy arrays, Python "
+                "numbers or pytrees of them."
+            )
+        avals.append(leaf_aval(leaf))
+        paths.append(jax.tree_util.keystr(path))
+    return ResultSpec(treedef, tuple(avals), tuple(paths))
+
+
+def probe(
+    name: str,
+    fn: Callable[..., Any],
+    split: Split,
+    avals: Sequence[jax.ShapeDtypeStruct],
+) -> ResultSpec:
+    """Finds the result spec by calling `fn` once on zero-filled arrays."""
+    zeros = [np.zeros(a.shape, a.dtype) for a in avals]
+    args, kwargs = split.rebuild(zeros)
+    try:
+        with np.errstate(all="ignore"):  # zeros make log/divide warn; the values are unused
+            value = fn(*args, **kwargs)
+    except Exception as e:
+        shown = ", ".join(_errors.shape_str(a.shape, a.dtype) for a in avals)
+        raise _errors.HostError(
+            _errors.PROBE_FAILED.format(
+                name=name, avals=f"({shown})", etype=type(e).__name__, emsg=e
+            )
+        ) from e
+    return spec_from_value(name, value)
+
+
+def check_result(
+    rule: str,
+    spec: ResultSpec,
+    value: PyTree,
+    outs: Sequence[np.ndarray] | None = None,
+    lead: tuple[int, ...] = (),
+) -> list[np.ndarray]:
+    """Checks a returned value against `spec`; copies it into `outs` (or new arrays).
+
+    A dtype is converted only within its kind (float64 to float32, int64 to int32); anything
+    else is an error naming `rule`, the pytree path, expected and got. `lead` is the batch
+    shape a vectorised call adds in front of every leaf.
+    """
+    leaves, treedef = jax.tree_util.tree_flatten(value)
+    if treedef != spec.treedef:
+        raise _errors.HostResultError(
+            f"{rule} returned the wrong pytree structure: expected {spec.treedef}, got {treedef}."
+        )
+    result = []
+    for i, (leaf, aval) in enumerate(zip(leaves, spec.avals, strict=True)):
+        arr = np.asarray(leaf)
+        shape = lead + aval.shape
+        if arr.shape != shape or arr.dtype.kind != aval.dtype.kind:
+            raise _errors.HostResultError(
+                f"{rule} returned a wrong array at `{spec.paths[i]}`: expected "
+                f"{_errors.shape_str(shape, aval.dtype)}, got "
+                f"{_errors.shape_str(arr.shape, arr.dtype)}."
+                + (
+                    " Only conversions within a kind (float64 to float32, int64 to int32) are "
+                    "made; convert explicitly or declare `result=`."
+                    if arr.shape == shape
+                    else ""
+                )
+            )
+        if outs is None:
+            result.append(arr if arr.dtype == aval.dtype else arr.astype(aval.dtype))
+        else:
+            outs[i][...] = arr
+            result.append(outs[i])
+    return result
