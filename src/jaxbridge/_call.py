@@ -175,6 +175,6 @@ def _ordered(call: HostCall, avals: tuple[jax.ShapeDtypeStruct, ...]) -> Callabl
         moved = [x if b else jnp.expand_dims(x, 0) for x, b in zip(dynamic, in_batched)]
         batched = tuple(jax.ShapeDtypeStruct((axis_size, *a.shape), a.dtype) for a in avals)
         out = _ordered(call, batched)(*moved)
-        return out, [True] * len(out)
+        return out, tuple(True for _ in out)
 
     return f

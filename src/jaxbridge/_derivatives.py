@@ -167,7 +167,8 @@ def _key_of(entry: _Entry, j: int) -> str:
     paths, _ = jax.tree_util.tree_flatten_with_path(
         jax.tree_util.tree_unflatten(split.treedef, [0] * split.treedef.num_leaves)
     )
-    return jax.tree_util.keystr(paths[split.dynamic_index[j]][0][1:])
+    keys = paths[split.dynamic_index[j]][0][1:]  # drop the (args, kwargs) index
+    return f"{getattr(keys[0], 'key', keys[0])}{jax.tree_util.keystr(keys[1:])}"
 
 
 def _tangent_dtype(aval: jax.ShapeDtypeStruct) -> np.dtype:
@@ -280,11 +281,23 @@ class _PairRule(_Rule):
                 return jax.tree_util.tree_leaves(out)
 
         if vjp_fn is not None:
-            vjp_host = self._rule_host(
-                lambda args, kwargs, ct: tuple(vjp_fn(*args, ct, **kwargs)),
-                "vjp",
-                tuple(arg_trees(entry, t_in)),
-            )
+            expected = tuple(arg_trees(entry, t_in))
+            integer_only = [
+                not any(_is_inexact(a.dtype) for a in jax.tree_util.tree_leaves(t))
+                for t in arg_trees(entry, list(call.in_avals))
+            ]
+
+            def vjp_adapter(args, kwargs, ct):
+                cts = tuple(vjp_fn(*args, ct, **kwargs))
+                # `None` for an integer argument, as jax.vjp's float0: ignored, so fill zeros.
+                return tuple(
+                    jax.tree_util.tree_map(lambda a: np.zeros(a.shape, a.dtype), want)
+                    if got is None and k < len(integer_only) and integer_only[k]
+                    else got
+                    for k, (got, want) in enumerate(zip(cts, expected))
+                ) + cts[len(expected) :]
+
+            vjp_host = self._rule_host(vjp_adapter, "vjp", expected)
 
             def bwd(*ops):
                 primals, cts = ops[:n_dyn], ops[n_dyn:]
@@ -351,7 +364,7 @@ class _FiniteDifferenceRule(_Rule):
         h = (x + h) - x  # a step the dtype represents exactly
         n = x.shape[0]
         eye = jnp.eye(n, dtype=dtype) * h[None, :]
-        points = jnp.concatenate([x + eye, x - eye]) if central else x + eye
+        points = jnp.concatenate([x[None] + eye, x[None] - eye]) if central else x[None] + eye
 
         def unravel(p):
             values, offset = list(primals), 0

@@ -102,7 +102,7 @@ class Host:
         split, dynamic = _spec.split_arguments(
             args, kwargs, self.static_argnums, self.static_argnames
         )
-        if not self.ordered and _is_eager(dynamic):
+        if _is_eager(dynamic):
             return self._call_eager(split, dynamic)
         avals = [_spec.leaf_aval(x) for x in dynamic]
         entry = self.entry(split, avals)
@@ -236,7 +236,9 @@ def host(
             with every array argument stacked to `(B, *shape)`, B the product of all vmapped
             sizes; or an executor (`jaxbridge.Threads`, `Processes`, `Ray`).
         ordered: side effects in program order, never removed as dead code (`io_callback`
-            semantics); under vmap the host loops over the batch in order.
+            semantics); under vmap the host loops over the batch in order. Declare
+            `result=` (`()` for a function that returns nothing) so that no probe call runs
+            the side effect at trace time.
         static_argnums: positions of arguments to treat as static even if they are numbers.
         static_argnames: names of arguments to treat as static even if they are numbers.
         lowering: `"auto"` (buffer_callback on CPU, pure_callback elsewhere), `"buffer"` or

@@ -177,9 +177,13 @@ def probe(
 ) -> ResultSpec:
     """Finds the result spec by calling `fn` once on zero-filled arrays."""
     zeros = [np.zeros(a.shape, a.dtype) for a in avals]
+    for z in zeros:
+        z.flags.writeable = False  # as in real calls: inputs belong to XLA
     args, kwargs = split.rebuild(zeros)
     try:
-        with np.errstate(all="ignore"):  # zeros make log/divide warn; the values are unused
+        # Out of the caller's trace: a host function that calls JAX must compute, not trace.
+        # Zeros make log/divide warn; the values are unused.
+        with jax.ensure_compile_time_eval(), np.errstate(all="ignore"):
             value = fn(*args, **kwargs)
     except Exception as e:
         shown = ", ".join(_errors.shape_str(a.shape, a.dtype) for a in avals)
@@ -205,7 +209,7 @@ def check_result(
     shape a vectorised call adds in front of every leaf.
     """
     leaves, treedef = jax.tree_util.tree_flatten(value)
-    if treedef != spec.treedef:
+    if treedef != spec.treedef and not (leaves == [] and spec.avals == ()):
         raise _errors.HostResultError(
             f"{rule} returned the wrong pytree structure: expected {spec.treedef}, got {treedef}."
         )
