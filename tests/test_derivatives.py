@@ -166,18 +166,22 @@ def test_no_rule_and_keyword_errors():
 
 def test_rule_results_are_checked_and_name_rule_and_function(x64):
     f = jaxbridge.host(np.sin, jacobian=lambda x: np.zeros((2, 2)))
-    with pytest.raises(Exception, match=r"\(jacobian= of '.*sin'\)' returned a wrong array at ``: "
+    with pytest.raises(Exception, match=r"\(jacobian= of sin\)' returned a wrong array at ``: "
                        r"expected f64\[3,3\], got f64\[2,2\]"):
         jax.jacfwd(f)(jnp.ones(3))
 
 
+def _quiet_sqrt(x):
+    with np.errstate(invalid="ignore"):
+        return np.sqrt(x)
+
+
 def test_finite_differences_check_finite(x64):
     f = jaxbridge.host(
-        lambda x: np.sqrt(x), vmap="vectorized",
-        derivative=jaxbridge.FiniteDifferences(check_finite=True),
+        _quiet_sqrt, vmap="vectorized", derivative=jaxbridge.FiniteDifferences(check_finite=True),
     )
-    with pytest.raises(Exception, match="finite differences of host function '<lambda>' are not "
-                       "finite"):
+    with pytest.raises(Exception, match="finite differences of host function '_quiet_sqrt' are "
+                       "not finite"):
         jax.block_until_ready(jax.jit(jax.jacfwd(f))(jnp.array([0.0, 1.0])))
 
 

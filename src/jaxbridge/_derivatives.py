@@ -220,7 +220,7 @@ class _JacobianRule(_Rule):
                     lowering=self.host.lowering,
                     init=self.host.init,
                 )
-                rule.name = f"{name} (jacobian= of {self.host.name!r})"
+                rule.name = f"{name} (jacobian= of {self.host.name})"
                 entry.extra["jacobian"] = rule
         # A jacobian that is itself a jaxbridge.host with a rule gives second order.
         return jax.tree_util.tree_leaves(rule(*args, **kwargs))
@@ -255,7 +255,7 @@ class _PairRule(_Rule):
 
         rule = Host(fn, result=result, vmap=self.host.batching, lowering=self.host.lowering)
         name = getattr(self.jvp_fn if kind == "jvp" else self.vjp_fn, "__name__", kind)
-        rule.name = f"{name} ({kind}= of {self.host.name!r})"
+        rule.name = f"{name} ({kind}= of {self.host.name})"
         return rule
 
     def linear_fns(self, entry: _Entry) -> tuple[_Fn, _Fn, list[int]]:
