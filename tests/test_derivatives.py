@@ -64,7 +64,8 @@ def test_first_order_all_modes(case, kind, x64):
     _close(jax.jit(jax.grad(loss(f)))(*args), jax.grad(loss(case.reference))(*args), tol)
     stacked = jax.tree_util.tree_map(lambda x: jnp.stack([x, 2 * x]), args)
     _close(
-        jax.vmap(jax.grad(loss(f)))(*stacked), jax.vmap(jax.grad(loss(case.reference)))(*stacked),
+        jax.vmap(jax.grad(loss(f)))(*stacked),
+        jax.vmap(jax.grad(loss(case.reference)))(*stacked),
         tol,
     )
 
@@ -77,11 +78,17 @@ def test_one_sided_pairs_work_in_their_mode_and_name_the_other(case, x64):
     only_jvp, only_vjp = wrap(case, "jvp", n), wrap(case, "vjp", n)
     _close(jax.jacfwd(only_jvp, argnums)(*args), jax.jacfwd(case.reference, argnums)(*args), 1e-8)
     _close(jax.jacrev(only_vjp, argnums)(*args), jax.jacrev(case.reference, argnums)(*args), 1e-8)
-    with pytest.raises(Exception, match=r"reverse mode \(grad, vjp, jacrev\) of host function .* "
-                       r"needs `vjp=` \(or `jacobian=`\)"):
+    with pytest.raises(
+        Exception,
+        match=r"reverse mode \(grad, vjp, jacrev\) of host function .* "
+        r"needs `vjp=` \(or `jacobian=`\)",
+    ):
         jax.jacrev(only_jvp)(*args)
-    with pytest.raises(Exception, match=r"forward mode \(jvp, jacfwd\) of host function .* needs "
-                       r"`jvp=` \(or `jacobian=`\)"):
+    with pytest.raises(
+        Exception,
+        match=r"forward mode \(jvp, jacfwd\) of host function .* needs "
+        r"`jvp=` \(or `jacobian=`\)",
+    ):
         jax.jacfwd(only_vjp)(*args)
 
 
@@ -105,7 +112,8 @@ def _diag3(v):
 
 def test_second_order_by_finite_differences(x64):
     f = jaxbridge.host(
-        lambda x: np.sin(x) * x[..., ::-1], vmap="vectorized",
+        lambda x: np.sin(x) * x[..., ::-1],
+        vmap="vectorized",
         derivative=jaxbridge.FiniteDifferences(),
     )
     x = jnp.linspace(0.1, 1.0, 3)
@@ -143,7 +151,9 @@ def test_integer_and_static_inputs_get_no_tangent(x64):
     t = jax.jvp(lambda x: f(x, n, "scale"), (x,), (jnp.ones(3),))[1]
     np.testing.assert_allclose(t, [0, 1, 2])
     # and an integer output gets a float0 tangent
-    g = jaxbridge.host(lambda x: (x * 2, np.int64(3)), jacobian=lambda x: (2 * np.eye(3), np.zeros(3)))
+    g = jaxbridge.host(
+        lambda x: (x * 2, np.int64(3)), jacobian=lambda x: (2 * np.eye(3), np.zeros(3))
+    )
     _, (tx, tn) = jax.jvp(g, (x,), (jnp.ones(3),))
     assert tn.dtype == jax.dtypes.float0
     np.testing.assert_allclose(tx, 2)
@@ -166,8 +176,11 @@ def test_no_rule_and_keyword_errors():
 
 def test_rule_results_are_checked_and_name_rule_and_function(x64):
     f = jaxbridge.host(np.sin, jacobian=lambda x: np.zeros((2, 2)))
-    with pytest.raises(Exception, match=r"\(jacobian= of sin\)' returned a wrong array at ``: "
-                       r"expected f64\[3,3\], got f64\[2,2\]"):
+    with pytest.raises(
+        Exception,
+        match=r"\(jacobian= of sin\)' returned a wrong array at ``: "
+        r"expected f64\[3,3\], got f64\[2,2\]",
+    ):
         jax.jacfwd(f)(jnp.ones(3))
 
 
@@ -178,10 +191,13 @@ def _quiet_sqrt(x):
 
 def test_finite_differences_check_finite(x64):
     f = jaxbridge.host(
-        _quiet_sqrt, vmap="vectorized", derivative=jaxbridge.FiniteDifferences(check_finite=True),
+        _quiet_sqrt,
+        vmap="vectorized",
+        derivative=jaxbridge.FiniteDifferences(check_finite=True),
     )
-    with pytest.raises(Exception, match="finite differences of host function '_quiet_sqrt' are "
-                       "not finite"):
+    with pytest.raises(
+        Exception, match="finite differences of host function '_quiet_sqrt' are not finite"
+    ):
         jax.block_until_ready(jax.jit(jax.jacfwd(f))(jnp.array([0.0, 1.0])))
 
 
@@ -202,13 +218,17 @@ def test_scipy_kv_analytic_rule_matches_finite_differences(x64):
         return -(special.kv(nu - 1, z) + special.kv(nu + 1, z)) / 2
 
     analytic = jaxbridge.host(
-        lambda z: special.kv(nu, z), vmap="vectorized",
-        jvp=lambda z, t: dkv(z) * t, vjp=lambda z, ct: (dkv(z) * ct,),
+        lambda z: special.kv(nu, z),
+        vmap="vectorized",
+        jvp=lambda z, t: dkv(z) * t,
+        vjp=lambda z, ct: (dkv(z) * ct,),
     )
-    fd = jaxbridge.host(lambda z: special.kv(nu, z), vmap="vectorized",
-                        derivative=jaxbridge.FiniteDifferences())
+    fd = jaxbridge.host(
+        lambda z: special.kv(nu, z), vmap="vectorized", derivative=jaxbridge.FiniteDifferences()
+    )
     z = jnp.linspace(0.5, 3.0, 5)
     loss = lambda f: lambda z: jnp.sum(f(z) ** 2)  # noqa: E731
     np.testing.assert_allclose(jax.grad(loss(analytic))(z), jax.grad(loss(fd))(z), rtol=1e-6)
-    np.testing.assert_allclose(jax.vmap(jax.grad(lambda z: analytic(z)))(z), dkv(np.asarray(z)),
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        jax.vmap(jax.grad(lambda z: analytic(z)))(z), dkv(np.asarray(z)), rtol=1e-12
+    )

@@ -9,7 +9,6 @@ import pytest
 from jax import lax
 
 import jaxbridge
-from jaxbridge import _errors
 
 
 class SimulatorDiverged(Exception):
@@ -68,8 +67,10 @@ def test_wrong_results_name_function_path_expected_and_got(lowering):
         return str(info.value)
 
     msg = run({"a": np.zeros(4, np.float32)})
-    assert "run.<locals>.<lambda>' returned a wrong array at `['a']`: expected f32[3], got " \
+    assert (
+        "run.<locals>.<lambda>' returned a wrong array at `['a']`: expected f32[3], got "
         "f32[4]." in msg
+    )
     msg = run({"a": np.zeros(3, np.complex64)})
     assert "expected f32[3], got c64[3]. Only conversions within a kind" in msg
     assert "expected f32[3], got i32[3]" in run({"a": np.zeros(3, np.int32)})

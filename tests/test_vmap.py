@@ -11,23 +11,17 @@ import jaxbridge
 
 
 def _batched(args, axes, size=4, seed=10):
+    """Each argument stacked `size` times (with different values) along its axis, or as is."""
     rng = np.random.default_rng(seed)
-    out = []
-    for a, ax in zip(args, axes):
-        if ax is None:
-            out.append(a)
-        else:
-            out.append(
-                jax.tree_util.tree_map(
-                    lambda x: jnp.asarray(
-                        np.moveaxis(np.stack([np.asarray(x)] * size) + (
-                            rng.integers(0, 3, size=(size,) + x.shape).astype(x.dtype)
-                        ), 0, ax)
-                    ),
-                    a,
-                )
-            )
-    return out
+
+    def stack(x, ax):
+        noise = rng.integers(0, 3, size=(size, *x.shape)).astype(x.dtype)
+        return jnp.asarray(np.moveaxis(np.stack([np.asarray(x)] * size) + noise, 0, ax))
+
+    return [
+        a if ax is None else jax.tree_util.tree_map(lambda x, ax=ax: stack(x, ax), a)
+        for a, ax in zip(args, axes)
+    ]
 
 
 @pytest.mark.parametrize("case", CASES, ids=repr)

@@ -25,9 +25,7 @@ def broadcast_views(
     ins: Sequence[np.ndarray], core_ndims: Sequence[int], batch: tuple[int, ...]
 ) -> list[np.ndarray]:
     """Each input as a read-only view of shape `batch + core` (no copy)."""
-    return [
-        np.broadcast_to(x, batch + x.shape[x.ndim - nd :]) for x, nd in zip(ins, core_ndims)
-    ]
+    return [np.broadcast_to(x, batch + x.shape[x.ndim - nd :]) for x, nd in zip(ins, core_ndims)]
 
 
 def flatten_batch(x: np.ndarray, nd: int, batch: tuple[int, ...]) -> np.ndarray:

@@ -150,9 +150,7 @@ def emit(
         return list(_ordered(call, tuple(avals))(*dynamic))
     if choose_lowering(lowering) == "buffer":
         assert _buffer_callback is not None
-        out = _buffer_callback(call.buffer_trampoline, avals, vmap_method="expand_dims")(
-            *dynamic
-        )
+        out = _buffer_callback(call.buffer_trampoline, avals, vmap_method="expand_dims")(*dynamic)
     else:
         out = jax.pure_callback(call.pure_trampoline, avals, *dynamic, vmap_method="expand_dims")
     return list(out)

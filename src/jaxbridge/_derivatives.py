@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.custom_derivatives import SymbolicZero
 
-from . import _errors, _spec
+from . import _spec
 from ._linear import _Fn, linear_call
 
 if TYPE_CHECKING:
@@ -75,8 +75,11 @@ class FiniteDifferences:
 
 
 def make_rule(host: Host, *, jacobian, jvp, vjp, derivative) -> _Rule:
-    given = [n for n, v in (("jacobian", jacobian), ("jvp", jvp), ("derivative", derivative))
-             if v is not None]
+    given = [
+        n
+        for n, v in (("jacobian", jacobian), ("jvp", jvp), ("derivative", derivative))
+        if v is not None
+    ]
     if vjp is not None and "jvp" not in given:
         given.append("vjp")
     if len(given) > 1 and set(given) != {"jvp"}:
@@ -86,7 +89,9 @@ def make_rule(host: Host, *, jacobian, jvp, vjp, derivative) -> _Rule:
         )
     for name, f in (("jacobian", jacobian), ("jvp", jvp), ("vjp", vjp)):
         if f is not None and not callable(f):
-            raise TypeError(f"`jaxbridge.host({name}=...)` must be callable; got {type(f).__name__}.")
+            raise TypeError(
+                f"`jaxbridge.host({name}=...)` must be callable; got {type(f).__name__}."
+            )
     if derivative is not None and not isinstance(derivative, FiniteDifferences):
         raise TypeError(
             "`jaxbridge.host(derivative=...)` must be a jaxbridge.FiniteDifferences; got "
@@ -109,8 +114,7 @@ class _Rule:
 
     def wrap(self, entry: _Entry) -> Callable[..., list[Any]]:
         f = jax.custom_jvp(entry.emit)
-        f.defjvp(lambda primals, tangents: self.jvp(entry, primals, tangents),
-                 symbolic_zeros=True)
+        f.defjvp(lambda primals, tangents: self.jvp(entry, primals, tangents), symbolic_zeros=True)
         return lambda *dynamic: list(f(*dynamic))
 
     def jvp(self, entry: _Entry, primals, tangents):
@@ -195,9 +199,7 @@ class _JacobianRule(_Rule):
         def per_output(o: jax.ShapeDtypeStruct) -> Any:
             dtype = _tangent_dtype(o)
             blocks = [
-                jax.tree_util.tree_map(
-                    lambda i: jax.ShapeDtypeStruct(o.shape + i.shape, dtype), t
-                )
+                jax.tree_util.tree_map(lambda i: jax.ShapeDtypeStruct(o.shape + i.shape, dtype), t)
                 for t in trees
             ]
             return blocks[0] if len(blocks) == 1 else tuple(blocks)
@@ -290,12 +292,15 @@ class _PairRule(_Rule):
             def vjp_adapter(args, kwargs, ct):
                 cts = tuple(vjp_fn(*args, ct, **kwargs))
                 # `None` for an integer argument, as jax.vjp's float0: ignored, so fill zeros.
-                return tuple(
-                    jax.tree_util.tree_map(lambda a: np.zeros(a.shape, a.dtype), want)
-                    if got is None and k < len(integer_only) and integer_only[k]
-                    else got
-                    for k, (got, want) in enumerate(zip(cts, expected))
-                ) + cts[len(expected) :]
+                return (
+                    tuple(
+                        jax.tree_util.tree_map(lambda a: np.zeros(a.shape, a.dtype), want)
+                        if got is None and k < len(integer_only) and integer_only[k]
+                        else got
+                        for k, (got, want) in enumerate(zip(cts, expected))
+                    )
+                    + cts[len(expected) :]
+                )
 
             vjp_host = self._rule_host(vjp_adapter, "vjp", expected)
 

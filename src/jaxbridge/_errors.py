@@ -47,6 +47,7 @@ BAD_LOWERING = (
     "environment variable JAXBRIDGE_LOWERING takes the same values."
 )
 
+
 def format_host_exception(name: str, exc: BaseException) -> str:
     """The text that stands for `exc` once it has crossed XLA: type, message, host frames."""
     if isinstance(exc, HostResultError):
@@ -87,7 +88,6 @@ def take_recorded() -> BaseException | None:
 def shape_str(shape: tuple[int, ...], dtype: Any) -> str:
     """`f32[3,4]`, the notation JAX uses in its own messages."""
     import numpy as np
-
     from jax._src import dtypes
 
     try:

@@ -53,7 +53,9 @@ class Host:
                 f"`jaxbridge.host(init=...)` must be a callable returning per-worker state; "
                 f"got `{type(init).__name__}`."
             )
-        self.static_argnums, self.static_argnames = _static_args(fn, static_argnums, static_argnames)
+        self.static_argnums, self.static_argnames = _static_args(
+            fn, static_argnums, static_argnames
+        )
         self.result = result
         if result is not None and not callable(result):
             self._declared = _spec.spec_from_tree(result)  # validates now, at wrap time
@@ -61,8 +63,9 @@ class Host:
             self._declared = None
         from . import _derivatives
 
-        self.rule = _derivatives.make_rule(self, jacobian=jacobian, jvp=jvp, vjp=vjp,
-                                           derivative=derivative)
+        self.rule = _derivatives.make_rule(
+            self, jacobian=jacobian, jvp=jvp, vjp=vjp, derivative=derivative
+        )
         self._entries: dict[Any, _Entry] = {}
 
     def __repr__(self) -> str:
@@ -109,7 +112,7 @@ class Host:
         _errors.take_recorded()  # forget failures of earlier, unrelated computations
         try:
             out = entry.traced(*dynamic)
-        except jax.errors.JaxRuntimeError as e:
+        except jax.errors.JaxRuntimeError:
             # An eager transformation (vmap or grad outside jit) ran the call right here:
             # raise the host's own exception, not XLA's text of it.
             original = _errors.take_recorded()
@@ -142,9 +145,7 @@ class _Entry:
     def __init__(self, host: Host, call: _call.HostCall):
         self.call = call
         self.extra: dict[str, Any] = {}  # per-signature objects of the derivative rule
-        emit = functools.partial(
-            _call.emit, call, ordered=host.ordered, lowering=host.lowering
-        )
+        emit = functools.partial(_call.emit, call, ordered=host.ordered, lowering=host.lowering)
         self.emit = lambda *dynamic: emit(dynamic)
         self.traced = host.rule.wrap(self)
 
@@ -186,9 +187,7 @@ def _static_args(
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
         return frozenset(nums), frozenset(names)
-    positional = [
-        p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-    ]
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     for n in list(nums):
         if 0 <= n < len(positional):
             names.add(positional[n])

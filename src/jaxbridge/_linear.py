@@ -86,8 +86,7 @@ def _host_linear_transpose_rule(cts, *args, fwd, bwd, n_res, out_avals, lin_aval
     if any(ad.is_undefined_primal(r) for r in residuals):
         raise ValueError("host_linear: residual operands must be known when transposing.")
     cts = [
-        jnp.zeros(a.shape, a.dtype) if type(ct) is ad.Zero else ct
-        for ct, a in zip(cts, out_avals)
+        jnp.zeros(a.shape, a.dtype) if type(ct) is ad.Zero else ct for ct, a in zip(cts, out_avals)
     ]
     ct_in = host_linear_p.bind(
         *residuals,

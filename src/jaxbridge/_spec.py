@@ -47,9 +47,7 @@ class _ById:
 
 def is_dynamic_leaf(x: Any) -> bool:
     """Whether a pytree leaf is traced (an array or Python number) rather than static."""
-    return isinstance(x, (jax.Array, np.ndarray, np.generic, int, float, complex)) or isinstance(
-        x, jax.core.Tracer
-    )
+    return isinstance(x, (jax.Array, np.ndarray, np.generic, int, float, complex, jax.core.Tracer))
 
 
 def static_key(x: Any) -> Any:
@@ -137,9 +135,7 @@ def _canonical_struct(s: jax.ShapeDtypeStruct) -> jax.ShapeDtypeStruct:
 
 def spec_from_tree(tree: PyTree) -> ResultSpec:
     """Validates a declared result pytree of `jax.ShapeDtypeStruct` (message per bad leaf)."""
-    with_path, treedef = jax.tree_util.tree_flatten_with_path(
-        tree, is_leaf=lambda x: x is None
-    )
+    with_path, treedef = jax.tree_util.tree_flatten_with_path(tree, is_leaf=lambda x: x is None)
     avals, paths = [], []
     for path, leaf in with_path:
         if not isinstance(leaf, jax.ShapeDtypeStruct):
