@@ -123,7 +123,7 @@ def test_second_order_by_finite_differences(x64):
     check_grads(f, (x,), order=2, modes=("fwd", "rev"), atol=1e-3, rtol=1e-3)
 
 
-def test_finite_differences_is_one_batched_call_per_jacobian(x64):
+def test_finite_differences_is_one_batched_call_per_derivative(x64):
     calls = []
 
     def fn(x):
@@ -131,12 +131,19 @@ def test_finite_differences_is_one_batched_call_per_jacobian(x64):
         return np.sin(x).sum(axis=-1)
 
     f = jaxbridge.host(fn, vmap="vectorized", derivative=jaxbridge.FiniteDifferences())
-    g = jax.jit(jax.grad(f))
     x = jnp.ones(64)
-    g(x)
-    calls.clear()
-    np.testing.assert_allclose(g(x), np.cos(1.0), rtol=1e-8)
-    assert calls == [(128, 64)]  # all 2n points in one call (the unused primal is pruned)
+    for transform, shape in (
+        (jax.grad, (128, 64)),  # reverse: all 2n perturbed points (the unused primal is pruned)
+        (lambda f: lambda x: jax.jvp(f, (x,), (jnp.ones(64),))[1], (2, 64)),  # forward: 2 points
+        (jax.jacfwd, (128, 64)),  # n tangents x 2 points, still one call
+    ):
+        g = jax.jit(transform(f))
+        g(x)
+        calls.clear()
+        got = g(x)
+        assert calls == [shape], transform
+        want = np.cos(1.0) * (64.0 if shape == (2, 64) else 1.0)
+        np.testing.assert_allclose(got, want, rtol=1e-8)
 
 
 def test_integer_and_static_inputs_get_no_tangent(x64):
@@ -232,3 +239,26 @@ def test_scipy_kv_analytic_rule_matches_finite_differences(x64):
     np.testing.assert_allclose(
         jax.vmap(jax.grad(lambda z: analytic(z)))(z), dkv(np.asarray(z)), rtol=1e-12
     )
+
+
+@pytest.mark.parametrize("kind", ["jacobian", "pair", "central"])
+def test_rules_under_scan_grad_of_vmap_and_in_axes(kind, x64):
+    case = CASES[0]  # elementwise, two arguments
+    x, y = _f64(case.args())
+    f = wrap(case, kind, 2)
+    ref = case.reference
+    tol = TOL[kind]
+
+    def over_batch(g, axes):
+        xs = jnp.stack([x, 2 * x]) if axes[0] == 0 else x
+        ys = jnp.stack([y, -y]) if axes[1] == 0 else y
+        return lambda a, b: jnp.sum(jax.vmap(g, in_axes=axes)(xs * a, ys * b) ** 2)
+
+    for axes in ((0, None), (None, 0), (0, 0)):
+        got = jax.grad(over_batch(f, axes), argnums=(0, 1))(1.5, 0.5)
+        _close(got, jax.grad(over_batch(ref, axes), argnums=(0, 1))(1.5, 0.5), tol)
+
+    def rolled(g):
+        return lambda x: jax.lax.scan(lambda c, _: (g(c, y), None), x, None, length=3)[0].sum()
+
+    _close(jax.jit(jax.grad(rolled(f)))(x), jax.grad(rolled(ref))(x), tol * 10)

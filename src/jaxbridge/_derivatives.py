@@ -335,62 +335,113 @@ class _PairRule(_Rule):
 
 
 class _FiniteDifferenceRule(_Rule):
-    """Finite differences: the Jacobian from all perturbed points in ONE batched call."""
+    """Finite differences through `host_linear_p`: forward mode differences along the tangent
+    (2 points, or 1 for "forward", in one batched call); reverse mode builds the Jacobian from
+    all 2n (or n) perturbed points in one batched call. Evaluations go through the function's
+    own rule, so differentiating again differences this rule."""
 
     def __init__(self, host: Host, fd: FiniteDifferences):
         super().__init__(host)
         self.fd = fd
+        self.central = fd.scheme == "central"
 
     def jvp(self, entry, primals, tangents):
         index = self.diff_leaves(entry, tangents)
         out = entry.traced(*primals)
         if not index:
             return out, self.zero_tangents_out(entry)
-        jac = self.jacobian(entry, list(primals), index)  # (n_out_total, n_in_total)
-        t = jnp.concatenate([jnp.ravel(tangents[i]).astype(jac.dtype) for i in index])
-        flat_t = jac @ t
+        key = ("fd", tuple(index))
+        if key not in entry.extra:
+            entry.extra[key] = (
+                _Fn(lambda *ops: self.directional(entry, index, ops), ""),
+                _Fn(lambda *ops: self.transposed(entry, index, ops), ""),
+            )
+        fwd, bwd = entry.extra[key]
+        avals = entry.call.spec.avals
+        lin = [tangents[i] for i in index]
+        t_out = linear_call(fwd, bwd, list(primals), lin, tuple(_tangent_avals(avals)))
+        return out, [t if _is_inexact(a.dtype) else _zeros_tangent(a) for t, a in zip(t_out, avals)]
+
+    def _step(self, dtype: Any) -> float:
+        eps = float(jnp.finfo(dtype).eps)
+        return self.fd.step if self.fd.step is not None else eps ** (1 / 3 if self.central else 0.5)
+
+    def _evaluate(self, entry: _Entry, primals: Any, index: list[int], points: Any, dtype: Any):
+        """All `points` (rows: the differentiated leaves, raveled) in one batched call."""
+
+        def at(p):
+            values, offset = list(primals), 0
+            for i in index:
+                shape = jnp.shape(primals[i])
+                size = int(np.prod(shape))
+                values[i] = p[offset : offset + size].reshape(shape).astype(values[i].dtype)
+                offset += size
+            return _ravel_out(entry, entry.traced(*values), dtype)
+
+        return jax.vmap(at)(points)
+
+    def _unravel_out(self, entry: _Entry, flat: Any) -> list[Any]:
         result, offset = [], 0
         for aval in entry.call.spec.avals:
             size = int(np.prod(aval.shape))
-            if _is_inexact(aval.dtype):
-                result.append(flat_t[offset : offset + size].reshape(aval.shape).astype(aval.dtype))
-            else:
-                result.append(_zeros_tangent(aval))
+            dtype = _tangent_dtype(aval)
+            result.append(flat[offset : offset + size].reshape(aval.shape).astype(dtype))
             offset += size
-        return out, result
+        return result
+
+    def directional(self, entry: _Entry, index: list[int], ops: Any) -> list[Any]:
+        primals, lin = ops[: len(entry.call.in_avals)], ops[len(entry.call.in_avals) :]
+        dtype = jnp.result_type(*[primals[i] for i in index])
+        x = jnp.concatenate([jnp.ravel(primals[i]).astype(dtype) for i in index])
+        t = jnp.concatenate([jnp.ravel(v).astype(dtype) for v in lin])
+        t_size = jnp.max(jnp.abs(t))
+        moving = t_size > 0
+        h = self._step(dtype) * jnp.maximum(jnp.max(jnp.abs(x)), 1.0)
+        h = h / jnp.where(moving, t_size, 1.0)
+        ht = ((x + h * t) - x) if self.central else (x + h * t) - x  # exactly representable
+        if self.central:
+            both = self._evaluate(entry, primals, index, jnp.stack([x + ht, x - ht]), dtype)
+            flat = (both[0] - both[1]) / (2 * h)
+        else:
+            both = self._evaluate(entry, primals, index, jnp.stack([x + ht, x]), dtype)
+            flat = (both[0] - both[1]) / h
+        flat = jnp.where(moving, flat, jnp.zeros_like(flat))
+        return self._unravel_out(entry, self._checked(flat))
+
+    def transposed(self, entry: _Entry, index: list[int], ops: Any) -> list[Any]:
+        primals, cts = ops[: len(entry.call.in_avals)], ops[len(entry.call.in_avals) :]
+        jac = self.jacobian(entry, list(primals), index)  # (n_out, n_in)
+        ct = jnp.concatenate([jnp.ravel(c).astype(jac.dtype) for c in cts])
+        flat = ct @ jac
+        result, offset = [], 0
+        for i in index:
+            aval = entry.call.in_avals[i]
+            size = int(np.prod(aval.shape))
+            result.append(flat[offset : offset + size].reshape(aval.shape).astype(aval.dtype))
+            offset += size
+        return result
 
     def jacobian(self, entry: _Entry, primals: list[Any], index: list[int]) -> jax.Array:
         dtype = jnp.result_type(*[primals[i] for i in index])
         x = jnp.concatenate([jnp.ravel(primals[i]).astype(dtype) for i in index])
-        eps = float(jnp.finfo(dtype).eps)
-        central = self.fd.scheme == "central"
-        base = self.fd.step if self.fd.step is not None else eps ** (1 / 3 if central else 1 / 2)
-        h = base * jnp.maximum(jnp.abs(x), 1.0)
+        h = self._step(dtype) * jnp.maximum(jnp.abs(x), 1.0)
         h = (x + h) - x  # a step the dtype represents exactly
         n = x.shape[0]
         eye = jnp.eye(n, dtype=dtype) * h[None, :]
-        points = jnp.concatenate([x[None] + eye, x[None] - eye]) if central else x[None] + eye
-
-        def unravel(p):
-            values, offset = list(primals), 0
-            for i in index:
-                size = int(np.prod(jnp.shape(primals[i])))
-                values[i] = p[offset : offset + size].reshape(jnp.shape(primals[i]))
-                offset += size
-            return values
-
-        # One batched host call for every perturbed point, through the function's own
-        # derivative rule so that differentiating again differences this rule.
-        evaluated = jax.vmap(lambda p: _ravel_out(entry, entry.traced(*unravel(p)), dtype))(points)
-        if central:
+        if self.central:
+            evaluated = self._evaluate(
+                entry, primals, index, jnp.concatenate([x[None] + eye, x[None] - eye]), dtype
+            )
             diff = (evaluated[:n] - evaluated[n:]) / (2 * h[:, None])
         else:
-            base_out = _ravel_out(entry, entry.traced(*primals), dtype)
-            diff = (evaluated - base_out[None, :]) / h[:, None]
-        jac = diff.T
-        if self.fd.check_finite:
-            jac = _check_finite(self.host.name)(jac)
-        return jac
+            evaluated = self._evaluate(
+                entry, primals, index, jnp.concatenate([x[None] + eye, x[None]]), dtype
+            )
+            diff = (evaluated[:n] - evaluated[n:]) / h[:, None]
+        return self._checked(diff.T)
+
+    def _checked(self, value: jax.Array) -> jax.Array:
+        return _check_finite(self.host.name)(value) if self.fd.check_finite else value
 
 
 def _ravel_out(entry: _Entry, out: list[Any], dtype: Any) -> jax.Array:
@@ -401,14 +452,20 @@ def _ravel_out(entry: _Entry, out: list[Any], dtype: Any) -> jax.Array:
 def _check_finite(name: str) -> Callable[[jax.Array], jax.Array]:
     from ._host import Host
 
-    def check(jac: np.ndarray) -> np.ndarray:
-        if not np.all(np.isfinite(jac)):
-            bad = np.argwhere(~np.isfinite(jac))[0]
+    def check(value: np.ndarray) -> np.ndarray:
+        if not np.all(np.isfinite(value)):
+            bad = tuple(np.argwhere(~np.isfinite(value))[0])
+            where = (
+                f"the Jacobian entry d out[{bad[0]}] / d in[{bad[1]}]"
+                if value.ndim == 2
+                else f"the directional difference of out[{bad[0]}]"
+            )
             raise FloatingPointError(
                 f"finite differences of host function {name!r} are not finite: the first bad "
-                f"entry of the Jacobian is d out[{bad[0]}] / d in[{bad[1]}] = {jac[tuple(bad)]}."
+                f"value is {where} = {value[bad]}. Move the point away from the singularity, "
+                "or use a smaller `step` or scheme='forward'."
             )
-        return jac
+        return value
 
     check_host = Host(check, vmap="sequential")
     check_host.name = f"FiniteDifferences(check_finite=True) of {name!r}"

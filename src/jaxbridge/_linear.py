@@ -143,11 +143,24 @@ batching.primitive_batchers[host_linear_p] = _host_linear_batch_rule
 
 
 def _host_linear_jvp_rule(primals, tangents, *, fwd, bwd, n_res, out_avals, lin_avals):
-    raise NotImplementedError(
-        "second-order derivatives of a host function with `jvp=`/`vjp=` rules are not "
-        "supported: pass `jacobian=` (a jaxbridge.host with its own derivative rule) or "
-        "`derivative=jaxbridge.FiniteDifferences()` for hessians and grad-of-grad."
-    )
+    """d fwd(r, t) = fwd(r, dt) + ∂_r fwd(r, t)·dr: the first term is this primitive again
+    (still transposable), the second differentiates `fwd` itself, which for finite
+    differences differences the rule once more (second order)."""
+    params = dict(fwd=fwd, bwd=bwd, n_res=n_res, out_avals=out_avals, lin_avals=lin_avals)
+    res, lin = list(primals[:n_res]), list(primals[n_res:])
+    out = host_linear_p.bind(*primals, **params)
+    d_res, d_lin = tangents[:n_res], tangents[n_res:]
+    t_out = [jnp.zeros(a.shape, a.dtype) for a in out_avals]
+    if not all(type(t) is ad.Zero for t in d_lin):
+        d_lin = [ad.instantiate_zeros(t) for t in d_lin]
+        t_out = host_linear_p.bind(*res, *d_lin, **params)
+    if not all(type(t) is ad.Zero for t in d_res):
+        if fwd.fn is None:
+            raise _errors.HostError(fwd.missing)
+        d_res = [ad.instantiate_zeros(t) for t in d_res]
+        _, extra = jax.jvp(lambda *r: tuple(fwd(*r, *lin)), tuple(res), tuple(d_res))
+        t_out = [t + e for t, e in zip(t_out, extra)]
+    return out, list(t_out)
 
 
 ad.primitive_jvps[host_linear_p] = _host_linear_jvp_rule
