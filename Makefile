@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench lint clean
+.PHONY: demo test bench lint docs clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -20,9 +20,13 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -q
+	$(BIN)/mkdocs build --strict --quiet
 
 bench: $(STAMP)
 	$(BIN)/python -m jaxbridge bench
+
+docs: $(STAMP)
+	$(BIN)/mkdocs serve
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
