@@ -145,3 +145,32 @@ def test_probe_runs_once_per_signature():
     jf(np.ones(4, np.float32))
     # one probe + one real call per signature (3,), then the calls
     assert probes == [(3,), (3,), (3,), (3,), (4,), (4,)]
+
+
+def test_init_state_is_one_per_thread_across_signatures_and_eager_calls(lowering):
+    import threading
+
+    made = []
+
+    def init():
+        made.append(threading.get_ident())
+        return {"calls": 0}
+
+    @jaxbridge.host(init=init)
+    def count(x, *, state):
+        state["calls"] += 1
+        return x * 0 + state["calls"]
+
+    count(np.ones(2, np.float32))
+    jax.jit(count)(np.ones(2, np.float32))
+    jax.jit(count)(np.ones(3, np.float32))
+    out = jax.jit(jax.vmap(count))(np.ones((2, 2), np.float32))
+    assert made == [threading.get_ident()]
+    # eager 1, probe + call for (2,), probe + call for (3,), probe + 2 elements for vmap
+    np.testing.assert_array_equal(out[:, 0], [8, 9])
+
+    other = []
+    t = threading.Thread(target=lambda: other.append(float(count(np.ones(1, np.float32))[0])))
+    t.start()
+    t.join()
+    assert len(made) == 2 and other == [1.0]  # a new thread gets its own state

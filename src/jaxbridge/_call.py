@@ -61,6 +61,7 @@ class HostCall:
         spec: _spec.ResultSpec,
         batching: AbstractBatching,
         init: Callable[[], Any] | None = None,
+        states: threading.local | None = None,
     ):
         self.name = name
         self.fn = fn
@@ -71,7 +72,8 @@ class HostCall:
         self.batching = batching
         self.init = init
         self.rule = f"host function {name!r}"
-        self._local = threading.local()
+        # Per-thread `init()` state, shared by all signatures of one wrapped function.
+        self._local = states if states is not None else threading.local()
         # Fast paths for the common shapes of a call (every call is a hot path): positional
         # array arguments only, and a single array result.
         n = len(in_avals)

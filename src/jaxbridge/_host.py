@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any, overload
 
@@ -67,6 +68,7 @@ class Host:
             self, jacobian=jacobian, jvp=jvp, vjp=vjp, derivative=derivative
         )
         self._entries: dict[Any, _Entry] = {}
+        self._states = threading.local()  # per-thread `init()` state, for every signature
 
     def __repr__(self) -> str:
         return f"jaxbridge.host({self.name}, vmap={self.batching!r})"
@@ -83,7 +85,9 @@ class Host:
         found = self._entries.get(key)
         if found is None:
             spec = self._result_spec(split, avals)
-            call = _call.HostCall(self.name, self.fn, split, avals, spec, self.batching, self.init)
+            call = _call.HostCall(
+                self.name, self.fn, split, avals, spec, self.batching, self.init, self._states
+            )
             found = self._entries[key] = _Entry(self, call)
         return found
 
@@ -95,9 +99,17 @@ class Host:
             return _spec.spec_from_tree(self.result(*args, **kwargs))
         fn = self.fn
         if self.init is not None:
-            state = self.init()
-            fn = functools.partial(self.fn, state=state)
+            fn = functools.partial(self.fn, state=self.local_state())
         return _spec.probe(self.name, fn, split, avals)
+
+    def local_state(self) -> Any:
+        """This thread's `init()` state (made on first use): eager calls, probes and the
+        host loops of every signature share it."""
+        try:
+            return self._states.state
+        except AttributeError:
+            self._states.state = self.init()  # type: ignore[misc]
+            return self._states.state
 
     # -- calls ---------------------------------------------------------------------------
 
@@ -128,7 +140,7 @@ class Host:
         arrays = [_host_array(x) for x in dynamic]
         args, kwargs = split.rebuild(arrays)
         if self.init is not None:
-            kwargs["state"] = _eager_state(self)
+            kwargs["state"] = self.local_state()
         value = self.fn(*args, **kwargs)
         if self._declared is not None or self.result is not None:
             avals = [_spec.leaf_aval(x) for x in arrays]
@@ -163,16 +175,6 @@ def _host_array(x: Any) -> np.ndarray:
         arr = arr.view()
     arr.flags.writeable = False
     return arr
-
-
-_eager_states: dict[int, Any] = {}
-
-
-def _eager_state(host: Host) -> Any:
-    state = _eager_states.get(id(host))
-    if state is None:
-        state = _eager_states[id(host)] = host.init()  # type: ignore[misc]
-    return state
 
 
 def _static_args(
