@@ -37,7 +37,9 @@ def flatten_batch(x: np.ndarray, nd: int, batch: tuple[int, ...]) -> np.ndarray:
         return x.reshape((size, *core))  # a view when x is contiguous, as XLA's buffers are
     if all(d == 1 for d in lead):
         return np.broadcast_to(x.reshape(core), (size, *core))
-    return np.broadcast_to(x, batch + core).reshape((size, *core))
+    out = np.broadcast_to(x, batch + core).reshape((size, *core))  # a copy: keep it read-only
+    out.flags.writeable = False
+    return out
 
 
 class AbstractBatching(abc.ABC):

@@ -1,0 +1,377 @@
+"""Threads, Processes and Ray under vmap: results, order, per-worker state, faults, shutdown.
+
+Real pools and a real local Ray cluster (num_cpus=2, started once for the module). Pools are
+shared by executors of the same size, so most tests reuse two worker processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import uuid
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import psutil
+import pytest
+
+import jaxbridge
+from jaxbridge import _executors
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A real local Ray cluster for this module, shut down at its end."""
+    ray = pytest.importorskip("ray")
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+EXECUTORS = {
+    "threads": lambda: jaxbridge.Threads(2),
+    "threads-vec": lambda: jaxbridge.Threads(2, chunk_size=3, vectorized=True),
+    "processes": lambda: jaxbridge.Processes(2),
+    "processes-vec": lambda: jaxbridge.Processes(2, chunk_size=3, vectorized=True),
+    "ray": lambda: jaxbridge.Ray(num_workers=2),
+    "ray-vec": lambda: jaxbridge.Ray(num_workers=2, chunk_size=5, vectorized=True),
+}
+
+
+@pytest.fixture(params=list(EXECUTORS))
+def executor(request):
+    if request.param.startswith("ray"):
+        request.getfixturevalue("ray_cluster")
+    return EXECUTORS[request.param]()
+
+
+# Module-level host functions: workers import this module to find them (by reference).
+
+
+def affine(a, b, *, scale):
+    """(3,), (2,), () -> a pytree; vectorized executors stack every argument: (chunk, ...)."""
+    assert a.shape[-1:] == (3,) and b.shape[-1:] == (2,), (a.shape, b.shape)
+    assert not a.flags.writeable and not b.flags.writeable
+    y = np.tanh(a) * b.sum(-1, keepdims=True) * np.asarray(scale)[..., None]
+    return {"y": y, "n": np.asarray(a.ndim, np.int32) + np.zeros(a.shape[:-1], np.int32)}
+
+
+def test_matches_sequential_for_every_in_axes(executor):
+    vectorized = executor.vectorized
+    f = jaxbridge.host(affine, vmap=executor)
+    ref = jaxbridge.host(affine)
+    a = jnp.linspace(-1.0, 1.0, 7 * 3, dtype=jnp.float32).reshape(7, 3)
+    b = jnp.arange(7 * 2, dtype=jnp.float32).reshape(7, 2)
+    cases = [
+        ((0, 0), (a, b)),
+        ((0, None), (a, b[0])),
+        ((None, 0), (a[0], b)),
+    ]
+    for in_axes, args in cases:
+        got = jax.jit(jax.vmap(lambda x, y, f=f: f(x, y, scale=2.0), in_axes))(*args)
+        want = jax.vmap(lambda x, y: ref(x, y, scale=2.0), in_axes)(*args)
+        np.testing.assert_allclose(got["y"], want["y"], rtol=1e-6)
+        # What the host function saw: one element, or a stacked chunk.
+        assert set(np.asarray(got["n"]).tolist()) == {2 if vectorized else 1}
+    # Nested vmaps flatten into one batch of 5 * 7 elements, in order.
+    nested = jax.vmap(jax.vmap(lambda x, y: f(x, y, scale=1.0), (0, None)), (None, 0))
+    got = jax.jit(nested)(a, jnp.ones((5, 2), jnp.float32) * jnp.arange(5.0)[:, None])
+    want = jax.vmap(jax.vmap(lambda x, y: ref(x, y, scale=1.0), (0, None)), (None, 0))(
+        a, jnp.ones((5, 2), jnp.float32) * jnp.arange(5.0)[:, None]
+    )
+    np.testing.assert_allclose(got["y"], want["y"], rtol=1e-6)
+    assert got["y"].shape == (5, 7, 3)
+
+
+def index_of(x):
+    return np.asarray(x, np.int32) * 2
+
+
+@pytest.mark.parametrize("chunk_size", [1, 5, 64])
+def test_order_is_kept_across_chunks(chunk_size):
+    f = jaxbridge.host(index_of, vmap=jaxbridge.Processes(2, chunk_size=chunk_size))
+    g = jaxbridge.host(index_of, vmap=jaxbridge.Threads(2, chunk_size=chunk_size))
+    x = jnp.arange(37, dtype=jnp.int32)
+    assert jax.vmap(f)(x).tolist() == list(range(0, 74, 2))
+    assert jax.vmap(g)(x).tolist() == list(range(0, 74, 2))
+
+
+def test_threads_run_chunks_concurrently():
+    barrier = threading.Barrier(2, timeout=20)
+
+    @jaxbridge.host(vmap=jaxbridge.Threads(2, chunk_size=1), result=lambda x: x)
+    def meet(x):
+        barrier.wait()  # passes only if both elements run at the same time
+        return x
+
+    assert jax.vmap(meet)(jnp.arange(2.0)).tolist() == [0.0, 1.0]
+
+
+# --- per-worker state ----------------------------------------------------------------------
+
+made_states: list[dict] = []
+
+
+def make_state():
+    state = {"id": uuid.uuid4().hex, "pid": os.getpid(), "thread": None, "calls": 0}
+    made_states.append(state)
+    return state
+
+
+def use_state(x, *, state):
+    # Each state belongs to one worker: the thread (or process) that made it.
+    thread = threading.get_ident()
+    if state["thread"] is None:
+        state["thread"] = thread
+    assert state["thread"] == thread and state["pid"] == os.getpid()
+    state["calls"] += 1
+    del x  # only batches the call
+    return np.array([state["pid"], int(state["id"][:6], 16), state["calls"]], np.int64)
+
+
+@pytest.mark.parametrize("kind", ["threads", "processes", "ray"])
+def test_init_state_is_per_worker(kind, request, x64):
+    if kind == "ray":
+        request.getfixturevalue("ray_cluster")
+    executor = {
+        "threads": lambda: jaxbridge.Threads(2, chunk_size=2),
+        "processes": lambda: jaxbridge.Processes(2, chunk_size=2),
+        "ray": lambda: jaxbridge.Ray(num_workers=2, chunk_size=2),
+    }[kind]()
+    f = jaxbridge.host(use_state, vmap=executor, init=make_state)
+    first = np.asarray(jax.vmap(f)(jnp.zeros((12, 3), jnp.int64)))
+    # A second signature of the same function shares the workers' states.
+    second = np.asarray(jax.vmap(f)(jnp.zeros((12, 5), jnp.int64)))
+    rows = np.concatenate([first, second])
+    pids, states = set(rows[:, 0].tolist()), set(rows[:, 1].tolist())
+    if kind == "threads":
+        assert pids == {os.getpid()}
+    else:
+        assert os.getpid() not in pids
+    # At most one state per worker, reused across calls: every call on a state is counted.
+    assert 1 <= len(states) <= 2 and len(states) >= len(pids)
+    calls = {s: rows[rows[:, 1] == s, 2].max() for s in states}
+    assert sum(calls.values()) == 24
+
+
+# --- exceptions ----------------------------------------------------------------------------
+
+
+class CustomError(Exception):
+    pass
+
+
+def explode(x):
+    first = x[..., 0]
+    if np.any(first >= 5):
+        raise CustomError(f"boom at {float(first[first >= 5].min())}")
+    return x
+
+
+class Unpicklable(Exception):
+    def __init__(self, msg):
+        super().__init__(msg)
+        self.lock = threading.Lock()
+
+
+def explode_unpicklably(x):
+    if np.any(x[..., 0] >= 5):
+        raise Unpicklable("cannot travel")
+    return x
+
+
+def test_exception_keeps_type_message_and_host_traceback(executor):
+    f = jaxbridge.host(explode, vmap=executor)
+    xs = jnp.arange(8.0)[:, None] * jnp.ones((8, 2))
+    with pytest.raises(jaxbridge.HostError) as info:
+        jax.vmap(f)(xs)
+    cause = info.value.__cause__
+    assert type(cause) is CustomError
+    assert str(cause) == "boom at 5.0"
+    text = str(info.value)
+    assert "raised test_executors.CustomError: boom at 5.0" in text
+    # The host traceback is the worker's: this file, the raising line.
+    assert re.search(r'test_executors\.py", line \d+, in explode\n +raise CustomError', text)
+    with pytest.raises(jax.errors.JaxRuntimeError, match=r"CustomError: boom at 5\.0"):
+        jax.jit(jax.vmap(f))(xs)
+    # The pool is still usable.
+    assert jax.vmap(f)(xs[:5]).tolist() == xs[:5].tolist()
+
+
+@pytest.mark.parametrize("kind", ["processes", "ray"])
+def test_unpicklable_exception_keeps_its_name(kind, request):
+    executor = EXECUTORS[kind]()
+    if kind == "ray":
+        request.getfixturevalue("ray_cluster")
+    f = jaxbridge.host(explode_unpicklably, vmap=executor)
+    with pytest.raises(jaxbridge.HostError, match=r"test_executors\.Unpicklable: cannot travel"):
+        jax.vmap(f)(jnp.arange(8.0)[:, None] * jnp.ones((8, 2)))
+
+
+def wrong_shape(x):
+    return np.zeros(4)
+
+
+def test_wrong_result_names_function_and_shapes():
+    f = jaxbridge.host(wrong_shape, vmap=jaxbridge.Processes(2), result=lambda x: x)
+    with pytest.raises(jaxbridge.HostError, match=r"expected f32\[3\], got f64\[4\]"):
+        jax.vmap(f)(jnp.ones((4, 3)))
+
+
+def test_unpicklable_static_argument_names_the_fix():
+    lock = threading.Lock()
+    f = jaxbridge.host(lambda x, lock: x, vmap=jaxbridge.Processes(2), result=lambda x, lock: x)
+    with pytest.raises(jaxbridge.HostError, match=r"cloudpickle.*jaxbridge\.Threads\(\)"):
+        jax.vmap(f, (0, None))(jnp.ones((4, 3)), lock)
+
+
+# --- worker death --------------------------------------------------------------------------
+
+
+def die(x, how):
+    if x >= 6:
+        if how == "exit":
+            os._exit(3)
+        os.kill(os.getpid(), signal.SIGKILL)
+    return x
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("how", "said"), [("exit", "exited with code 3"), ("kill", "was killed by signal SIGKILL")]
+)
+def test_dead_worker_fails_promptly_and_is_replaced(how, said):
+    f = jaxbridge.host(die, vmap=jaxbridge.Processes(2, chunk_size=2), static_argnums=1)
+    x = jnp.arange(8.0)
+    with pytest.raises(jaxbridge.HostError) as info:
+        jax.vmap(f, (0, None))(x, how)
+    assert isinstance(info.value.__cause__, jaxbridge.WorkerDiedError)
+    message = str(info.value.__cause__)
+    match = re.search(
+        r"worker process (\d) \(pid (\d+)\) " + said + r" while running elements 6:8 "
+        r"of host function 'die'",
+        message,
+    )
+    assert match, message
+    assert not psutil.pid_exists(int(match[2])) or psutil.Process(int(match[2])).status() == (
+        psutil.STATUS_ZOMBIE
+    )
+    assert jax.vmap(f, (0, None))(x[:6], how).tolist() == x[:6].tolist()
+
+
+def die_first_time(x, marker):
+    if x == 3 and not os.path.exists(marker):
+        Path(marker).touch()
+        os._exit(1)
+    return x
+
+
+def test_ray_retries_a_dead_worker_then_fails_clearly(ray_cluster, tmp_path):
+    marker = str(tmp_path / "died-once")
+    f = jaxbridge.host(die_first_time, vmap=jaxbridge.Ray(num_workers=2), static_argnums=1)
+    assert jax.vmap(f, (0, None))(jnp.arange(4.0), marker).tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert os.path.exists(marker)  # it did die once: Ray's retry ran the chunk again
+
+    g = jaxbridge.host(die, vmap=jaxbridge.Ray(num_workers=2, max_retries=1), static_argnums=1)
+    with pytest.raises(jaxbridge.HostError) as info:
+        jax.vmap(g, (0, None))(jnp.arange(8.0), "exit")
+    assert isinstance(info.value.__cause__, jaxbridge.WorkerDiedError)
+    assert re.match(
+        r"jaxbridge\.Ray: the Ray task running elements 4:8 of host function 'die' failed after "
+        r"Ray's retries \(max_retries=1\): WorkerCrashedError",
+        str(info.value.__cause__),
+    ), str(info.value.__cause__)
+
+
+# --- derivatives, construction, shutdown ---------------------------------------------------
+
+
+def sin_cube(x):
+    return np.sin(x) ** 3
+
+
+@pytest.mark.parametrize("kind", ["threads", "processes"])
+def test_derivative_rules_run_through_the_executor(kind, x64):
+    executor = EXECUTORS[kind]()
+    f = jaxbridge.host(sin_cube, vmap=executor, derivative=jaxbridge.FiniteDifferences())
+    x = jnp.linspace(0.1, 1.0, 6)
+    got = jax.vmap(jax.grad(lambda v: f(v).sum()))(x[:, None] * jnp.ones((6, 2)))
+    want = 3 * jnp.sin(x) ** 2 * jnp.cos(x)
+    np.testing.assert_allclose(got[:, 0], want, rtol=1e-6)
+
+
+def test_arguments_are_checked_and_named():
+    with pytest.raises(ValueError, match=r"^`jaxbridge\.Threads\(n=\.\.\.\)` must be a positive"):
+        jaxbridge.Threads(0)
+    with pytest.raises(ValueError, match=r"`jaxbridge\.Processes\(chunk_size=\.\.\.\)`"):
+        jaxbridge.Processes(chunk_size=2.5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"`jaxbridge\.Ray\(max_retries=\.\.\.\)`"):
+        jaxbridge.Ray(max_retries=-1)
+    assert repr(jaxbridge.Processes(3, vectorized=True)) == (
+        "jaxbridge.Processes(n=3, vectorized=True)"
+    )
+
+
+def test_missing_ray_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # what a machine without Ray looks like
+    with pytest.raises(ImportError) as info:
+        jaxbridge.Ray()
+    assert str(info.value) == "`jaxbridge.Ray` needs Ray: `pip install jaxbridge[ray]`"
+
+
+WORKER_PIDS = textwrap.dedent(
+    """
+    import os, sys, jax, jax.numpy as jnp, numpy as np, jaxbridge
+    f = jaxbridge.host(lambda x: np.asarray(os.getpid(), np.int32) + 0 * x,
+                       vmap=jaxbridge.Processes(2, chunk_size=1))
+    pids = sorted(set(jax.vmap(f)(jnp.zeros(8, jnp.int32)).tolist()))
+    print(" ".join(map(str, pids)), flush=True)
+    if sys.argv[1] == "hang":
+        import time; time.sleep(60)
+    """
+)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("end", ["exit", "hang"])
+def test_no_orphan_workers(end):
+    """Workers stop at interpreter exit, and also when their parent is killed outright."""
+    with subprocess.Popen(
+        [sys.executable, "-c", WORKER_PIDS, end], stdout=subprocess.PIPE, text=True
+    ) as proc:
+        assert proc.stdout is not None
+        pids = [int(p) for p in proc.stdout.readline().split()]
+        assert len(pids) == 2 and proc.pid not in pids
+        if end == "hang":
+            proc.send_signal(signal.SIGKILL)  # no atexit: workers see their pipe close
+        proc.wait(30)
+    for pid in pids:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            psutil.Process(pid).wait(20)
+        assert not psutil.pid_exists(pid)
+
+
+def test_docs_code_runs(ray_cluster):
+    """Every Python block of docs/batching.md runs, in order, in one namespace."""
+    text = (ROOT / "docs" / "batching.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert blocks
+    namespace: dict = {"__name__": "docs_batching"}
+    for block in blocks:
+        exec(compile(block, "docs/batching.md", "exec"), namespace)
+
+
+def test_public_names():
+    assert jaxbridge.Threads is _executors.Threads
+    assert jaxbridge.WorkerDiedError is _executors.WorkerDiedError
