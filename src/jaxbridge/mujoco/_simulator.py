@@ -1,0 +1,579 @@
+"""`Simulator`: MuJoCo's C engine as JAX functions of a flat state array."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jaxbridge
+
+from . import _derivatives
+from ._engine import DEFAULT_OUTPUTS, Engine
+from ._model import load_gymnasium, load_model
+from ._state import StateParts
+
+if TYPE_CHECKING:  # jaxtyping is a test-time dependency only
+    from jaxtyping import Array, ArrayLike, Float
+
+    # Aliases: ruff reads jaxtyping's shape strings in annotations as (bad) forward references.
+    States = Float[Array, "*batch nstate"]
+    StatesLike = Float[ArrayLike, "*batch nstate"]
+    CtrlsLike = Float[ArrayLike, "*batch nu"]
+    CtrlSequences = Float[ArrayLike, "*batch T nu"]
+
+__all__ = ["Simulator", "Trajectory"]
+
+_DEFAULT_MAX_CONTACTS = 64  # MuJoCo 4 sizes its contact buffer dynamically (nconmax = -1)
+
+
+class Trajectory(NamedTuple):
+    """What `Simulator.rollout` returns.
+
+    Attributes:
+        state: `(*batch, T, nstate)`: the state after each control.
+        sensordata: `(*batch, T, nsensordata)`: the sensors of the last physics step of each.
+        diverged: `(*batch,)` booleans: MuJoCo warned during this rollout (bad qpos, qvel or
+            qacc, usually a diverging simulation, or a full contact buffer), reset or stopped
+            it, and repeated the state it stopped at for the remaining steps; or the input held
+            NaN or Inf. The other elements of the batch are unaffected.
+    """
+
+    state: Array
+    sensordata: Array
+    diverged: Array
+
+
+class Simulator:
+    """A MuJoCo model as JAX functions: `step`, `rollout` and `forward` of a flat state.
+
+    The state is a float array in MuJoCo's `mjSTATE_FULLPHYSICS` layout (time, qpos, qvel,
+    act, ...; see `make_state` and `split_state`), exactly what `mujoco.rollout` takes.
+
+    Under `jax.jit` each method is one host call into MuJoCo. Under `jax.vmap` (any nesting)
+    and for leading batch dimensions the whole batch is still ONE host call, run on MuJoCo's
+    own C thread pool (`mujoco.rollout`, `nthread` threads, GIL released, one `MjData` per
+    thread). Results are float64 from MuJoCo, returned in the state's dtype (float32 unless x64
+    is on: enable x64 for bit-exact agreement with MuJoCo). `step` and `rollout` are pure
+    functions of their arguments: every element starts from a freshly reset `MjData` with a
+    zero warm start, whichever thread runs it.
+
+    Derivatives (`jax.grad`, `jvp`, `jacfwd`, `jacrev`, and their vmaps) of `step` and
+    `rollout` come from `mujoco.mjd_transitionFD` (central differences in tangent space,
+    computed for the whole batch in one host call) mapped to the coordinates of the state array
+    (4 per quaternion, not 3). For RK4 models, which `mjd_transitionFD` refuses (the
+    gymnasium models use RK4), the same differences run as one batched `mujoco.rollout`
+    instead; `derivatives="fd"` forces this for any model. `rollout` chains the per-step
+    Jacobians, without simulating again, in both modes. `forward` outputs differentiate by
+    central differences. Second-order derivatives are not supported. Time, `history`,
+    `plugin` and `plastic` state are treated as constants.
+
+    Args:
+        model: a `mujoco.MjModel`, MJCF text, or a path to an `.xml`/`.mjb` file.
+        nthread: threads of the MuJoCo pool; `None` for the CPUs this process may use.
+        frame_skip: physics steps per `step` (and per control of `rollout`).
+        max_contacts: how many contacts `forward`'s `contact_*` outputs hold (padded with
+            zeros; the count is in `ncon`).
+        derivatives: `"auto"`, `"mjd"` (`mjd_transitionFD`) or `"fd"` (batched rollouts).
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from jaxbridge.mujoco import Simulator
+        >>> sim = Simulator('<mujoco><worldbody><body pos="0 0 1"><joint name="z" type="slide" '
+        ...                 'axis="0 0 1"/><geom size=".1"/></body></worldbody>'
+        ...                 '<actuator><motor joint="z"/></actuator></mujoco>')
+        >>> state = sim.make_state(qvel=jnp.array([1.0]))
+        >>> nxt = jax.jit(sim.step)(state, jnp.array([0.0]))
+        >>> round(float(sim.split_state(nxt).qpos[0]), 3)
+        0.002
+        >>> jax.grad(lambda u: sim.step(state, u)[2])(jnp.array([0.0])).shape
+        (1,)
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        *,
+        nthread: int | None = None,
+        frame_skip: int = 1,
+        max_contacts: int | None = None,
+        derivatives: str = "auto",
+    ):
+        self.model = load_model(model)
+        if not isinstance(frame_skip, int | np.integer) or frame_skip < 1:
+            raise ValueError(
+                f"`Simulator(frame_skip=...)` must be an int >= 1; got {frame_skip!r}."
+            )
+        if derivatives not in ("auto", "mjd", "fd"):
+            raise ValueError(
+                f"`Simulator(derivatives=...)` must be 'auto', 'mjd' or 'fd'; got {derivatives!r}."
+            )
+        if derivatives == "mjd" and not _derivatives.uses_mjd(self.model):
+            raise ValueError(
+                "`Simulator(derivatives='mjd')`: `mjd_transitionFD` does not support this model's "
+                "RK4 integrator. Use derivatives='auto' (batched finite differences over rollouts)."
+            )
+        if max_contacts is None:
+            max_contacts = self.model.nconmax if self.model.nconmax > 0 else _DEFAULT_MAX_CONTACTS
+        self.frame_skip = int(frame_skip)
+        self.max_contacts = int(max_contacts)
+        self.derivatives = derivatives
+        self._engine = Engine(self.model, nthread)
+        self._layout = self._engine.layout
+        self._qmap = _derivatives.QposMap.from_model(self.model)
+        self.nthread = self._engine.nthread
+        # Sizes as plain ints: MjModel attribute reads cost microseconds on every host call.
+        self._nu, self._nsensordata = int(self.model.nu), int(self.model.nsensordata)
+
+        self._step_host = jaxbridge.host(
+            self._host_step,
+            vmap="vectorized",
+            static_argnames=("nstep",),
+            result=lambda state, ctrl, nstep: state,
+            jacobian=self._host_step_jacobian,
+        )
+        self._rollout_host = jaxbridge.host(
+            self._host_rollout,
+            vmap="vectorized",
+            static_argnames=("nstep",),
+            result=self._rollout_result,
+        )
+        self._jacobians_host = jaxbridge.host(
+            self._host_jacobians,
+            vmap="vectorized",
+            static_argnames=("nstep",),
+            result=self._jacobians_result,
+        )
+        self._forward_host = jaxbridge.host(
+            self._host_forward,
+            vmap="vectorized",
+            static_argnames=("names",),
+            result=self._forward_result,
+            jacobian=self._host_forward_jacobian,
+        )
+        self._rollout_core = jax.custom_jvp(self._rollout_primal, nondiff_argnums=(2,))
+        self._rollout_core.defjvp(self._rollout_jvp)
+
+    @classmethod
+    def from_gymnasium(
+        cls,
+        env_id: str,
+        *,
+        nthread: int | None = None,
+        max_contacts: int | None = None,
+        derivatives: str = "auto",
+        **make_kwargs: Any,
+    ) -> Simulator:
+        """The model and `frame_skip` of a gymnasium MuJoCo environment, so `step` is one env step.
+
+        Args:
+            env_id: a gymnasium id, e.g. `"Humanoid-v5"`.
+            nthread: as for `Simulator`.
+            max_contacts: as for `Simulator`.
+            derivatives: as for `Simulator`.
+            **make_kwargs: passed to `gymnasium.make` (e.g. `xml_file=`, `frame_skip=`).
+
+        Returns:
+            A `Simulator`.
+
+        Example:
+            >>> sim = Simulator.from_gymnasium("Hopper-v5")
+            >>> (sim.frame_skip, sim.nstate)
+            (4, 13)
+        """
+        model, frame_skip = load_gymnasium(env_id, **make_kwargs)
+        return cls(
+            model,
+            nthread=nthread,
+            frame_skip=frame_skip,
+            max_contacts=max_contacts,
+            derivatives=derivatives,
+        )
+
+    def __repr__(self) -> str:
+        m = self.model
+        return (
+            f"Simulator(nq={m.nq}, nv={m.nv}, nu={m.nu}, nstate={self.nstate}, "
+            f"frame_skip={self.frame_skip}, nthread={self.nthread})"
+        )
+
+    # -- sizes and state -----------------------------------------------------------------
+
+    @property
+    def nstate(self) -> int:
+        """Length of the `mjSTATE_FULLPHYSICS` state vector."""
+        return self._layout.nstate
+
+    @property
+    def nu(self) -> int:
+        """Length of a control vector."""
+        return self._nu
+
+    @property
+    def nsensordata(self) -> int:
+        """Length of the sensor vector."""
+        return self._nsensordata
+
+    def initial_state(self, dtype: Any = None) -> Array:
+        """The state of a fresh `MjData`: `qpos0` (or keyframe 0), zero velocity, time 0.
+
+        Args:
+            dtype: the float dtype; `None` for JAX's default (float64 under x64).
+
+        Returns:
+            A `(nstate,)` array.
+        """
+        return self._layout.make(dtype)
+
+    def make_state(
+        self,
+        qpos: ArrayLike | None = None,
+        qvel: ArrayLike | None = None,
+        act: ArrayLike | None = None,
+        time: ArrayLike | None = None,
+        *,
+        history: ArrayLike | None = None,
+        plugin: ArrayLike | None = None,
+        plastic: ArrayLike | None = None,
+        dtype: Any = None,
+    ) -> States:
+        """A state from its parts; the parts not given come from `initial_state()`.
+
+        JAX-traceable and differentiable. Leading dimensions of the parts broadcast together:
+        `make_state(qpos=q)` with `q` of shape `(8, nq)` gives 8 states.
+
+        Args:
+            qpos: `(*batch, nq)` positions (quaternions need not be normalised: MuJoCo
+                normalises them, and derivatives account for it).
+            qvel: `(*batch, nv)` velocities.
+            act: `(*batch, na)` actuator activations.
+            time: `(*batch,)` simulation time.
+            history: `(*batch, nhistory)`, plugin: plugin state, plastic: plasticity state.
+            dtype: the float dtype; `None` for JAX's default.
+
+        Returns:
+            A `(*batch, nstate)` array.
+
+        Raises:
+            ValueError: a part has the wrong trailing size, or the batch shapes clash.
+        """
+        return self._layout.make(
+            dtype,
+            time=time,
+            qpos=qpos,
+            qvel=qvel,
+            act=act,
+            history=history,
+            plugin=plugin,
+            plastic=plastic,
+        )
+
+    def split_state(self, state: StatesLike) -> StateParts:
+        """The named parts of a state (`time`, `qpos`, `qvel`, `act`, ...); JAX-traceable.
+
+        Args:
+            state: a `(*batch, nstate)` state.
+
+        Returns:
+            A `StateParts` named tuple of views with the same leading dimensions.
+        """
+        return self._layout.split(state)
+
+    # -- step ----------------------------------------------------------------------------
+
+    def _batch(self, state: Any, ctrl: Any, what: str) -> tuple[jax.Array, jax.Array, tuple]:
+        state = jnp.asarray(state)
+        self._layout.check(state, f"{what}(state=...)")
+        if not jnp.issubdtype(state.dtype, jnp.floating):
+            state = state.astype(jnp.zeros(()).dtype)
+        if ctrl is None:
+            ctrl = jnp.zeros(self.nu, state.dtype)
+        ctrl = jnp.asarray(ctrl)
+        if ctrl.ndim == 0 or ctrl.shape[-1] != self.nu:
+            raise ValueError(
+                f"`Simulator.{what}(ctrl=...)` must have trailing dimension nu={self.nu} (this "
+                f"model's number of actuators); got shape {tuple(ctrl.shape)}."
+            )
+        return state, ctrl.astype(state.dtype), state.shape[:-1]
+
+    def step(
+        self,
+        state: StatesLike,
+        ctrl: CtrlsLike | None = None,
+        *,
+        nstep: int | None = None,
+    ) -> States:
+        """The state after `frame_skip` (or `nstep`) physics steps with control `ctrl` held.
+
+        Equal bit for bit (in float64) to `mujoco.mj_setState` then `mj_step` on a fresh
+        `MjData`. A diverging element is reset by MuJoCo, as `mj_step` does; use `rollout` to
+        get a per-element `diverged` flag.
+
+        Args:
+            state: `(*batch, nstate)` states.
+            ctrl: `(*batch, nu)` controls (leading dimensions broadcast with `state`'s);
+                `None` for zeros.
+            nstep: physics steps; `None` for `frame_skip`.
+
+        Returns:
+            The `(*batch, nstate)` next states, in `state`'s dtype.
+
+        Raises:
+            ValueError: `state` or `ctrl` has the wrong trailing size.
+        """
+        state, ctrl, _ = self._batch(state, ctrl, "step")
+        nstep = self._nstep(nstep)
+        batch = jnp.broadcast_shapes(state.shape[:-1], ctrl.shape[:-1])
+        state = jnp.broadcast_to(state, (*batch, self.nstate))
+        ctrl = jnp.broadcast_to(ctrl, (*batch, self.nu))
+        f = functools.partial(self._step_host, nstep=nstep)
+        for _ in batch:  # leading dimensions are batches too: one host call for all of them
+            f = jax.vmap(f)
+        return f(state, ctrl)
+
+    def _nstep(self, nstep: int | None) -> int:
+        if nstep is None:
+            return self.frame_skip
+        if not isinstance(nstep, int | np.integer) or nstep < 1:
+            raise ValueError(f"`Simulator.step(nstep=...)` must be an int >= 1; got {nstep!r}.")
+        return int(nstep)
+
+    def _host_step(self, state: np.ndarray, ctrl: np.ndarray, nstep: int) -> np.ndarray:
+        n = self.nstate
+        out = self._engine.rollout(state.reshape(-1, n), ctrl.reshape(-1, 1, self.nu), nstep)[0]
+        return out.reshape(state.shape)
+
+    def _host_step_jacobian(self, state: np.ndarray, ctrl: np.ndarray, nstep: int):
+        n, nu = self.nstate, self.nu
+        Jx, Ju, _, _ = _derivatives.step_jacobians(
+            self._engine,
+            self._qmap,
+            state.reshape(-1, n),
+            ctrl.reshape(-1, nu),
+            nstep,
+            method=self.derivatives,
+        )
+        lead = state.shape[:-1]
+        return Jx.reshape((*lead, n, n)), Ju.reshape((*lead, n, nu))
+
+    # -- rollout -------------------------------------------------------------------------
+
+    def rollout(
+        self,
+        state: StatesLike,
+        ctrls: CtrlSequences,
+    ) -> Trajectory:
+        """Simulates `T` controls from `state`, each held for `frame_skip` physics steps.
+
+        One host call for the whole trajectory (and the whole batch). Equal bit for bit (in
+        float64) to repeated `mj_step` from a fresh `MjData`, and to `mujoco.rollout`.
+
+        Args:
+            state: `(*batch, nstate)` initial states.
+            ctrls: `(*batch, T, nu)` controls (leading dimensions broadcast with `state`'s).
+
+        Returns:
+            A `Trajectory(state, sensordata, diverged)`; see `Trajectory`. Derivatives flow
+            through `state` and `sensordata` by chaining the per-step Jacobians (forward and
+            reverse mode); `diverged` has none.
+
+        Raises:
+            ValueError: `state` or `ctrls` has the wrong size.
+        """
+        state, ctrls, _ = self._batch(state, ctrls, "rollout")
+        if ctrls.ndim < 2:
+            raise ValueError(
+                f"`Simulator.rollout(ctrls=...)` must have shape (*batch, T, nu={self.nu}); got "
+                f"shape {tuple(ctrls.shape)}. For a single step use `Simulator.step`."
+            )
+        batch = jnp.broadcast_shapes(state.shape[:-1], ctrls.shape[:-2])
+        state = jnp.broadcast_to(state, (*batch, self.nstate))
+        ctrls = jnp.broadcast_to(ctrls, (*batch, *ctrls.shape[-2:]))
+        f = lambda s, u, _f=self._rollout_core: _f(s, u, self.frame_skip)  # noqa: E731
+        for _ in batch:
+            f = jax.vmap(f)
+        return Trajectory(*f(state, ctrls))
+
+    def _rollout_result(self, state, ctrls, nstep):
+        T = ctrls.shape[-2]
+        lead = state.shape[:-1]
+        return (
+            jax.ShapeDtypeStruct((*lead, T, self.nstate), state.dtype),
+            jax.ShapeDtypeStruct((*lead, T, self.nsensordata), state.dtype),
+            jax.ShapeDtypeStruct(lead, jnp.bool_),
+        )
+
+    def _host_rollout(self, state: np.ndarray, ctrls: np.ndarray, nstep: int):
+        lead, T = state.shape[:-1], ctrls.shape[-2]
+        states, sensors, diverged = self._engine.rollout(
+            state.reshape(-1, self.nstate), ctrls.reshape(-1, T, self.nu), nstep
+        )
+        return (
+            states.reshape((*lead, T, self.nstate)),
+            sensors.reshape((*lead, T, self.nsensordata)),
+            diverged.reshape(lead),
+        )
+
+    def _rollout_primal(self, state, ctrls, nstep):
+        return self._rollout_host(state, ctrls, nstep=nstep)
+
+    def _rollout_jvp(self, nstep, primals, tangents):
+        state, ctrls = primals
+        dstate, dctrls = tangents
+        states, sensors, diverged = self._rollout_core(state, ctrls, nstep)
+        prev = jnp.concatenate([state[None], states[:-1]])
+        # One host call for the Jacobians of all T steps (on the thread pool), at the states
+        # the primal rollout already visited: no re-simulation of the trajectory.
+        Jx, Ju, Sx, Su = jax.vmap(functools.partial(self._jacobians_host, nstep=nstep))(
+            prev, ctrls, states
+        )
+
+        def chain(dx, per_step):
+            Jx_t, Ju_t, Sx_t, Su_t, du_t = per_step
+            dy = Sx_t @ dx + Su_t @ du_t
+            dx = Jx_t @ dx + Ju_t @ du_t
+            return dx, (dx, dy)
+
+        _, (dstates, dsensors) = jax.lax.scan(chain, dstate, (Jx, Ju, Sx, Su, dctrls))
+        zero = np.zeros(diverged.shape, jax.dtypes.float0)
+        return (states, sensors, diverged), (dstates, dsensors, zero)
+
+    def _jacobians_result(self, state, ctrl, next_state, nstep):
+        lead, n, nu, ns = state.shape[:-1], self.nstate, self.nu, self.nsensordata
+        shape = lambda *s: jax.ShapeDtypeStruct((*lead, *s), state.dtype)  # noqa: E731
+        return shape(n, n), shape(n, nu), shape(ns, n), shape(ns, nu)
+
+    def _host_jacobians(self, state, ctrl, next_state, nstep):
+        n, nu, ns = self.nstate, self.nu, self.nsensordata
+        Jx, Ju, Sx, Su = _derivatives.step_jacobians(
+            self._engine,
+            self._qmap,
+            state.reshape(-1, n),
+            ctrl.reshape(-1, nu),
+            nstep,
+            next_state=next_state.reshape(-1, n),
+            method=self.derivatives,
+        )
+        lead = state.shape[:-1]
+        return (
+            Jx.reshape((*lead, n, n)),
+            Ju.reshape((*lead, n, nu)),
+            Sx.reshape((*lead, ns, n)),
+            Su.reshape((*lead, ns, nu)),
+        )
+
+    # -- forward -------------------------------------------------------------------------
+
+    def forward(
+        self,
+        state: StatesLike,
+        ctrl: CtrlsLike | None = None,
+        outputs: Sequence[str] = DEFAULT_OUTPUTS,
+    ) -> dict[str, Array]:
+        """Named quantities after `mj_forward` at `state` (and `ctrl`), each of fixed shape.
+
+        Args:
+            state: `(*batch, nstate)` states.
+            ctrl: `(*batch, nu)` controls; `None` for zeros.
+            outputs: names of fixed-size `mujoco.MjData` arrays (`"xpos"`, `"xquat"`,
+                `"site_xpos"`, `"sensordata"`, `"qacc"`, `"subtree_com"`, ...), and
+                `"contact_<field>"` for fields of `MjData.contact` (`"contact_dist"`,
+                `"contact_pos"`, `"contact_geom"`, ...): the first `max_contacts` contacts,
+                zero-padded, with their count `"ncon"` added (it may exceed `max_contacts`).
+
+        Returns:
+            A dict from name to `(*batch, *shape)` array; floats in `state`'s dtype, integers
+            as int32. Derivatives (all modes) of the float outputs by central differences in
+            tangent space (step 1e-6), mapped to the state's coordinates; they are not
+            meaningful where a contact appears or disappears within the step.
+
+        Raises:
+            ValueError: an unknown output name, or `state`/`ctrl` of the wrong size.
+
+        Example:
+            >>> from jaxbridge.mujoco import Simulator
+            >>> sim = Simulator.from_gymnasium("Hopper-v5")
+            >>> out = sim.forward(sim.initial_state(), outputs=("xpos", "contact_dist"))
+            >>> sorted(out), out["xpos"].shape, out["contact_dist"].shape
+            (['contact_dist', 'ncon', 'xpos'], (5, 3), (64,))
+        """
+        if isinstance(outputs, str):
+            outputs = (outputs,)
+        names = tuple(outputs)
+        self._engine.output_specs(names, self.max_contacts)  # unknown names fail here
+        state, ctrl, _ = self._batch(state, ctrl, "forward")
+        batch = jnp.broadcast_shapes(state.shape[:-1], ctrl.shape[:-1])
+        state = jnp.broadcast_to(state, (*batch, self.nstate))
+        ctrl = jnp.broadcast_to(ctrl, (*batch, self.nu))
+        f = functools.partial(self._forward_host, names=names)
+        for _ in batch:
+            f = jax.vmap(f)
+        return f(state, ctrl)
+
+    def _forward_result(self, state, ctrl, names):
+        lead = state.shape[:-1]
+        return {
+            name: jax.ShapeDtypeStruct(
+                (*lead, *shape), state.dtype if np.issubdtype(dtype, np.floating) else jnp.int32
+            )
+            for name, (shape, dtype) in self._engine.output_specs(names, self.max_contacts).items()
+        }
+
+    def _host_forward(self, state: np.ndarray, ctrl: np.ndarray, names: tuple[str, ...]):
+        lead = state.shape[:-1]
+        out = self._engine.forward(
+            state.reshape(-1, self.nstate), ctrl.reshape(-1, self.nu), names, self.max_contacts
+        )
+        return {
+            k: (v if np.issubdtype(v.dtype, np.floating) else v.astype(np.int32)).reshape(
+                (*lead, *v.shape[1:])
+            )
+            for k, v in out.items()
+        }
+
+    def _host_forward_jacobian(self, state: np.ndarray, ctrl: np.ndarray, names):
+        lead = state.shape[:-1]
+        jac = _forward_jacobian(
+            self, state.reshape(-1, self.nstate), ctrl.reshape(-1, self.nu), names
+        )
+        return {
+            k: tuple(b.reshape((*lead, *b.shape[1:])) for b in blocks) for k, blocks in jac.items()
+        }
+
+
+def _forward_jacobian(sim: Simulator, state: np.ndarray, ctrl: np.ndarray, names):
+    """Central differences of `forward` in tangent space, all points in one engine call."""
+    m, L, qmap, eps = sim.model, sim._layout, sim._qmap, _derivatives.EPS
+    nv, na, nu, nt = m.nv, m.na, m.nu, 2 * m.nv + m.na
+    B, n = state.shape[0], nt + nu
+    qs, vs, acts = L.slice("qpos"), L.slice("qvel"), L.slice("act")
+    x = np.repeat(state[:, None, None, :], n, axis=1).repeat(2, axis=2)  # (B, n, 2, nstate)
+    u = np.repeat(ctrl[:, None, None, :], n, axis=1).repeat(2, axis=2)
+    sign = np.array([eps, -eps])
+    dv = np.zeros((nv, 2, nv))
+    dv[np.arange(nv), :, np.arange(nv)] = sign
+    x[:, :nv, :, qs] = qmap.integrate(x[:, :nv, :, qs], dv)
+    x[:, nv : 2 * nv, :, vs] += np.einsum("jk,s->jsk", np.eye(nv), sign)
+    x[:, 2 * nv : nt, :, acts] += np.einsum("jk,s->jsk", np.eye(na), sign)
+    u[:, nt:, :, :] += np.einsum("jk,s->jsk", np.eye(nu), sign)
+    out = sim._engine.forward(x.reshape(-1, L.nstate), u.reshape(-1, nu), names, sim.max_contacts)
+    T_in = np.zeros((B, nt, L.nstate))
+    T_in[:, :nv, qs] = qmap.qpos_to_tangent(state[:, qs])
+    T_in[:, nv : 2 * nv, vs] = np.eye(nv)
+    T_in[:, 2 * nv :, acts] = np.eye(na)
+    jac = {}
+    for name, value in out.items():
+        shape = value.shape[1:]
+        if not np.issubdtype(value.dtype, np.floating):
+            jac[name] = (np.zeros((B, *shape, L.nstate)), np.zeros((B, *shape, nu)))
+            continue
+        value = value.reshape(B, n, 2, -1)
+        d = (value[:, :, 0] - value[:, :, 1]) / (2 * eps)  # (B, n, size)
+        d = np.swapaxes(d, 1, 2)  # (B, size, n)
+        dstate = d[:, :, :nt] @ T_in
+        jac[name] = (dstate.reshape(B, *shape, L.nstate), d[:, :, nt:].reshape(B, *shape, nu))
+    return jac

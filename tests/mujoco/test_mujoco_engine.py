@@ -1,0 +1,186 @@
+"""The host side against raw MuJoCo: bit for bit in float64, divergence, threads, Jacobians."""
+
+import threading
+
+import mujoco
+import numpy as np
+import pytest
+from test_mujoco_models import GYM, arm, gym, random_states, raw_forward, raw_rollout
+
+from jaxbridge.mujoco._derivatives import QposMap, step_jacobians
+from jaxbridge.mujoco._engine import Engine
+
+
+@pytest.mark.parametrize("env_id", GYM)
+def test_rollout_bit_for_bit(env_id):
+    model, frame_skip = gym(env_id)
+    engine = Engine(model, nthread=2)
+    S = random_states(model, 5)
+    U = np.random.default_rng(1).uniform(-0.4, 0.4, (5, 3, model.nu))
+    states, sensors, diverged = engine.rollout(S, U, frame_skip)
+    assert states.shape == (5, 3, engine.layout.nstate) and not diverged.any()
+    for i in range(5):
+        ref_states, ref_sensors = raw_rollout(model, S[i], U[i], frame_skip)
+        np.testing.assert_array_equal(states[i], ref_states)
+        np.testing.assert_array_equal(sensors[i], ref_sensors)
+
+
+def test_rollout_sensors_and_act_bit_for_bit():
+    model = arm()
+    engine = Engine(model, nthread=2)
+    S = random_states(model, 4)
+    U = np.random.default_rng(2).uniform(-1, 1, (4, 6, model.nu))
+    states, sensors, _ = engine.rollout(S, U, 2)
+    for i in range(4):
+        ref_states, ref_sensors = raw_rollout(model, S[i], U[i], 2)
+        np.testing.assert_array_equal(states[i], ref_states)
+        np.testing.assert_array_equal(sensors[i], ref_sensors)
+    assert np.abs(sensors).max() > 0
+
+
+def test_forward_bit_for_bit():
+    model, _ = gym("Humanoid-v5")
+    engine = Engine(model, nthread=2)
+    S = random_states(model, 3)
+    S[:, 3] = 1.0  # torso low enough to touch the floor: some contacts
+    U = np.zeros((3, model.nu))
+    names = ("xpos", "xquat", "qacc", "sensordata", "contact_dist", "contact_geom")
+    out = engine.forward(S, U, names, max_contacts=8)
+    for i in range(3):
+        ref, d = raw_forward(model, S[i], U[i], ("xpos", "xquat", "qacc"))
+        for name, value in ref.items():
+            np.testing.assert_array_equal(out[name][i], value)
+        k = min(d.ncon, 8)
+        assert out["ncon"][i] == d.ncon
+        np.testing.assert_array_equal(out["contact_dist"][i, :k], d.contact.dist[:k])
+        np.testing.assert_array_equal(out["contact_geom"][i, :k], d.contact.geom[:k])
+        assert (out["contact_dist"][i, k:] == 0).all()
+    assert out["ncon"].max() > 0
+
+
+def test_forward_unknown_output():
+    engine = Engine(arm(), nthread=1)
+    with pytest.raises(ValueError, match="unknown output 'efc_force'"):
+        engine.output_specs(("efc_force",), 4)
+
+
+def test_divergence_is_per_element(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # MuJoCo logs its warnings to ./MUJOCO_LOG.TXT
+    model, frame_skip = gym("Hopper-v5")
+    engine = Engine(model, nthread=2)
+    S = random_states(model, 6)
+    S[1, 1 + model.nq + 2] = 1e30  # a velocity MuJoCo calls unstable
+    S[4, 2] = np.nan
+    U = np.zeros((6, 4, model.nu))
+    U[5, 2, 0] = np.inf
+    states, _, diverged = engine.rollout(S, U, frame_skip)
+    assert diverged.tolist() == [False, True, False, False, True, True]
+    assert np.isfinite(states[:4]).all()
+    for i in (0, 2, 3):  # the healthy elements are untouched
+        np.testing.assert_array_equal(states[i], raw_rollout(model, S[i], U[i], frame_skip)[0])
+    # The engine works as before afterwards.
+    again, _, diverged = engine.rollout(S[[0, 2]], U[[0, 2]], frame_skip)
+    np.testing.assert_array_equal(again, states[[0, 2]])
+    assert not diverged.any()
+
+
+def test_divergence_in_single_step_from_time_zero(tmp_path, monkeypatch):
+    # A reset ends at time dt, just like a healthy single step from time 0: it is replayed.
+    monkeypatch.chdir(tmp_path)
+    model = arm()
+    engine = Engine(model, nthread=2)
+    S = random_states(model, 3)
+    S[:, 0] = 0.0
+    S[2, 1 + model.nq] = 1e30
+    _, _, diverged = engine.rollout(S, np.zeros((3, 1, model.nu)), 1)
+    assert diverged.tolist() == [False, False, True]
+
+
+def test_threads_share_an_engine():
+    model, frame_skip = gym("Ant-v5")
+    engine = Engine(model, nthread=2)
+    S = random_states(model, 16)
+    U = np.random.default_rng(3).uniform(-1, 1, (16, 5, model.nu))
+    serial = engine.rollout(S, U, frame_skip)[0]
+    results = [None] * 4
+
+    def work(k):
+        results[k] = engine.rollout(S, U, frame_skip)[0]
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for r in results:
+        np.testing.assert_array_equal(r, serial)
+
+
+# -- the nq <-> nv mapping and the Jacobians -------------------------------------------------
+
+
+def test_qpos_map_matches_mujoco():
+    model = arm()
+    qmap = QposMap.from_model(model)
+    rng = np.random.default_rng(4)
+    qpos = random_states(model, 1)[0, 1 : 1 + model.nq]
+    v = 0.3 * rng.standard_normal(model.nv)
+    ref = qpos.copy()
+    mujoco.mj_integratePos(model, ref, v, 1.0)
+    np.testing.assert_allclose(qmap.integrate(qpos, v), ref, rtol=0, atol=1e-14)
+    back = np.zeros(model.nv)
+    mujoco.mj_differentiatePos(model, back, 1.0, qpos, ref)
+    np.testing.assert_allclose(qmap.difference(qpos, ref), back, rtol=0, atol=1e-12)
+    unit = ref  # integratePos normalises: M P = I at unit quaternions
+    np.testing.assert_allclose(
+        qmap.qpos_to_tangent(unit) @ qmap.tangent_to_qpos(unit), np.eye(model.nv), atol=1e-14
+    )
+
+
+def _direct_fd(engine, S, U, nstep, eps=1e-6):
+    """Central differences in the raw coordinates of the state vector (4 per quaternion)."""
+    B, n = S.shape
+    Jx = np.zeros((B, n, n))
+    Ju = np.zeros((B, n, U.shape[1]))
+    Sx = np.zeros((B, engine.model.nsensordata, n))
+    for j in range(1, n):
+        for sign in (1, -1):
+            P = S.copy()
+            P[:, j] += sign * eps
+            st, se, _ = engine.rollout(P, U[:, None], nstep)
+            Jx[:, :, j] += sign * st[:, 0] / (2 * eps)
+            Sx[:, :, j] += sign * se[:, 0] / (2 * eps)
+    for j in range(U.shape[1]):
+        for sign in (1, -1):
+            P = U.copy()
+            P[:, j] += sign * eps
+            Ju[:, :, j] += sign * engine.rollout(S, P[:, None], nstep)[0][:, 0] / (2 * eps)
+    Jx[:, 0, 0] = 1.0
+    return Jx, Ju, Sx
+
+
+@pytest.mark.parametrize(
+    "integrator, method", [("implicitfast", "mjd"), ("implicitfast", "fd"), ("RK4", "fd")]
+)
+def test_step_jacobians_match_differences_in_qpos(integrator, method):
+    model = arm(integrator)
+    engine = Engine(model, nthread=2)
+    S = random_states(model, 3, qvel=0.3, qpos=0.02)
+    U = np.random.default_rng(5).uniform(-0.3, 0.3, (3, model.nu))
+    Jx, Ju, Sx, Su = step_jacobians(engine, QposMap.from_model(model), S, U, 3, method=method)
+    rJx, rJu, rSx = _direct_fd(engine, S, U, 3)
+    np.testing.assert_allclose(Jx, rJx, atol=1e-7)
+    np.testing.assert_allclose(Ju, rJu, atol=1e-7)
+    np.testing.assert_allclose(Sx, rSx, atol=1e-7)
+    assert Su.shape == (3, model.nsensordata, model.nu)
+
+
+def test_step_jacobians_on_gym_rk4():
+    model, frame_skip = gym("Ant-v5")  # RK4: mjd_transitionFD refuses it
+    engine = Engine(model, nthread=2)
+    S = random_states(model, 2, qvel=0.1)
+    U = np.zeros((2, model.nu))
+    Jx, Ju, _, _ = step_jacobians(engine, QposMap.from_model(model), S, U, frame_skip)
+    rJx, rJu, _ = _direct_fd(engine, S, U, frame_skip)
+    np.testing.assert_allclose(Jx, rJx, atol=1e-6)
+    np.testing.assert_allclose(Ju, rJu, atol=1e-6)

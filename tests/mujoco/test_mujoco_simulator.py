@@ -1,0 +1,259 @@
+"""`Simulator` under jit, vmap, scan, grad, jacfwd and jacrev, against raw MuJoCo."""
+
+import threading
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.test_util import check_grads
+from test_mujoco_models import GYM, arm, gym, random_states, raw_forward, raw_rollout
+
+from jaxbridge.mujoco import Simulator, Trajectory
+
+
+@pytest.fixture(scope="module")
+def sims():
+    return {env_id: Simulator(*gym(env_id)[:1], frame_skip=gym(env_id)[1]) for env_id in GYM}
+
+
+@pytest.mark.parametrize("env_id", GYM)
+def test_step_and_rollout_equal_mujoco_bit_for_bit(sims, env_id, x64):
+    sim = sims[env_id]
+    model, frame_skip = gym(env_id)
+    S = random_states(model, 3)
+    U = np.random.default_rng(0).uniform(-0.4, 0.4, (3, 4, model.nu))
+    refs = [raw_rollout(model, S[i], U[i], frame_skip) for i in range(3)]
+    # jit, one element at a time
+    step = jax.jit(sim.step)
+    for i in range(3):
+        np.testing.assert_array_equal(step(S[i], U[i, 0]), refs[i][0][0])
+    # vmap equals the loop; a leading batch dimension equals vmap
+    batched = jax.jit(jax.vmap(sim.step))(S, U[:, 0])
+    np.testing.assert_array_equal(batched, np.stack([r[0][0] for r in refs]))
+    np.testing.assert_array_equal(sim.step(S, U[:, 0]), batched)
+    # rollout, batched, under jit
+    traj = jax.jit(sim.rollout)(S, U)
+    assert isinstance(traj, Trajectory) and not traj.diverged.any()
+    np.testing.assert_array_equal(traj.state, np.stack([r[0] for r in refs]))
+
+    # A scan of steps equals single raw steps, each from a fresh MjData: `step` carries no
+    # solver warm start from one call to the next (a rollout does, within itself).
+    def scan(s, us):
+        return jax.lax.scan(lambda c, u: (sim.step(c, u),) * 2, s, us)[1]
+
+    scanned = jax.jit(jax.vmap(scan))(S, U)
+    for i in range(3):
+        s = S[i]
+        for t in range(4):
+            s = raw_rollout(model, s, U[i, t : t + 1], frame_skip)[0][0]
+            np.testing.assert_array_equal(scanned[i, t], s)
+
+
+def test_float32_matches_to_rounding(sims):
+    sim = sims["Hopper-v5"]
+    model, frame_skip = gym("Hopper-v5")
+    S = random_states(model, 2)
+    U = np.full((2, model.nu), 0.2)
+    out = jax.jit(sim.step)(jnp.asarray(S, jnp.float32), jnp.asarray(U, jnp.float32))
+    assert out.dtype == jnp.float32
+    ref = np.stack(
+        [
+            raw_rollout(model, np.float32(S[i]).astype(float), U[i : i + 1], frame_skip)[0][0]
+            for i in range(2)
+        ]
+    )
+    np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-6)
+
+
+def test_forward_equals_mujoco(x64):
+    model = arm()
+    sim = Simulator(model)
+    S = random_states(model, 3)
+    U = np.random.default_rng(1).uniform(-1, 1, (3, model.nu))
+    names = ("xpos", "xquat", "site_xpos", "sensordata", "qacc")
+    out = jax.jit(jax.vmap(lambda s, u: sim.forward(s, u, outputs=names)))(S, U)
+    for i in range(3):
+        ref, _ = raw_forward(model, S[i], U[i], names)
+        for name in names:
+            np.testing.assert_array_equal(out[name][i], ref[name])
+
+
+def test_in_axes_patterns_and_nesting(x64):
+    model = arm()
+    sim = Simulator(model, frame_skip=2)
+    S = random_states(model, 3)
+    U = np.random.default_rng(2).uniform(-1, 1, (2, model.nu))
+    loop = np.stack(
+        [[raw_rollout(model, S[i], U[j : j + 1], 2)[0][0] for j in range(2)] for i in range(3)]
+    )
+    nested = jax.jit(jax.vmap(jax.vmap(sim.step, (None, 0)), (0, None)))(S, U)
+    np.testing.assert_array_equal(nested, loop)
+    np.testing.assert_array_equal(jax.vmap(sim.step, (None, 0))(S[1], U), loop[1])
+    np.testing.assert_array_equal(jax.vmap(sim.step, (0, None))(S, U[0]), loop[:, 0])
+
+
+def _raw_loss(model, frame_skip, state, ctrls):
+    states, sensors = raw_rollout(model, state, ctrls, frame_skip)
+    return np.sum(states[:, 1:] ** 2) + np.sum(sensors**2)
+
+
+@pytest.mark.parametrize("integrator", ["implicitfast", "RK4"])
+def test_rollout_gradient_against_raw_central_differences(integrator, x64):
+    model = arm(integrator)
+    sim = Simulator(model, frame_skip=2)
+    state = random_states(model, 1, qvel=0.3)[0]
+    ctrls = np.random.default_rng(3).uniform(-0.3, 0.3, (20, model.nu))
+
+    def loss(s, u):
+        traj = sim.rollout(s, u)
+        return jnp.sum(traj.state[:, 1:] ** 2) + jnp.sum(traj.sensordata**2)
+
+    np.testing.assert_allclose(jax.jit(loss)(state, ctrls), _raw_loss(model, 2, state, ctrls))
+    g_state, g_ctrl = jax.jit(jax.grad(loss, argnums=(0, 1)))(state, ctrls)
+    eps = 1e-6
+    for j in [1, 4, 5, 13, 20, 23]:  # positions (a quaternion), velocities, act
+        e = np.zeros_like(state)
+        e[j] = eps
+        fd = (_raw_loss(model, 2, state + e, ctrls) - _raw_loss(model, 2, state - e, ctrls)) / (
+            2 * eps
+        )
+        np.testing.assert_allclose(g_state[j], fd, rtol=1e-5, atol=1e-5)
+    for t, k in [(0, 0), (7, 1), (19, 0)]:
+        e = np.zeros_like(ctrls)
+        e[t, k] = eps
+        fd = (_raw_loss(model, 2, state, ctrls + e) - _raw_loss(model, 2, state, ctrls - e)) / (
+            2 * eps
+        )
+        np.testing.assert_allclose(g_ctrl[t, k], fd, rtol=1e-5, atol=1e-5)
+
+
+def test_check_grads_step_rollout_forward(x64):
+    sim = Simulator(arm(), frame_skip=2)
+    state = jnp.asarray(random_states(sim.model, 1, qvel=0.2)[0])
+    ctrl = jnp.array([0.1, -0.2])
+    tol = dict(atol=1e-4, rtol=1e-4, eps=1e-4)
+    check_grads(sim.step, (state, ctrl), order=1, modes=("fwd", "rev"), **tol)
+    check_grads(
+        lambda s, u: sim.rollout(s, u).state,
+        (state, jnp.tile(ctrl, (5, 1))),
+        order=1,
+        modes=("fwd", "rev"),
+        **tol,
+    )
+    check_grads(
+        lambda s: sim.forward(s, outputs=("xpos", "sensordata"))["xpos"],
+        (state,),
+        order=1,
+        modes=("fwd", "rev"),
+        **tol,
+    )
+
+
+def test_jacfwd_equals_jacrev_and_vmap_grad(x64):
+    sim = Simulator(arm("RK4"))
+    S = jnp.asarray(random_states(sim.model, 3, qvel=0.2))
+    U = jnp.zeros((3, 4, sim.nu))
+    f = lambda s, u: sim.rollout(s, u).sensordata  # noqa: E731
+    fwd = jax.jit(jax.jacfwd(f, argnums=(0, 1)))(S[0], U[0])
+    rev = jax.jit(jax.jacrev(f, argnums=(0, 1)))(S[0], U[0])
+    for a, b in zip(fwd, rev, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-12)
+    loss = lambda s, u: jnp.sum(f(s, u) ** 2)  # noqa: E731
+    per = jax.vmap(jax.grad(loss))(S, U)
+    for i in range(3):
+        np.testing.assert_allclose(per[i], jax.grad(loss)(S[i], U[i]), atol=1e-12)
+
+
+def test_gradient_wrt_state_array_with_quaternions(x64):
+    # The quaternion in qpos gets 4 gradient entries: the derivative w.r.t. the array held.
+    sim = Simulator(arm())
+    s = jnp.asarray(random_states(sim.model, 1, qvel=0.2)[0])
+    f = lambda q: sim.step(sim.make_state(qpos=q, qvel=sim.split_state(s).qvel))[3]  # noqa: E731
+    q = sim.split_state(s).qpos
+    g = jax.grad(f)(q)
+    eps = 1e-6
+    for j in range(sim.model.nq):
+        e = jnp.zeros_like(q).at[j].set(eps)
+        np.testing.assert_allclose(g[j], (f(q + e) - f(q - e)) / (2 * eps), atol=1e-6)
+
+
+def test_threads_calling_one_jitted_function():
+    # float32: `jax.enable_x64` is a per-thread setting.
+    model, frame_skip = gym("Ant-v5")
+    sim = Simulator(model, frame_skip=frame_skip, nthread=2)
+    S = jnp.asarray(random_states(model, 32))
+    U = jnp.full((32, 10, model.nu), 0.3)
+    f = jax.jit(lambda s, u: sim.rollout(s, u).state)
+    serial = f(S, U)
+    results = [None] * 4
+
+    def work(k):
+        results[k] = f(S, U)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for r in results:
+        np.testing.assert_array_equal(r, serial)
+
+
+def test_diverged_element_flagged_under_jit(tmp_path, monkeypatch, x64):
+    monkeypatch.chdir(tmp_path)  # MuJoCo logs warnings to ./MUJOCO_LOG.TXT
+    model, frame_skip = gym("Hopper-v5")
+    sim = Simulator(model, frame_skip=frame_skip)
+    S = jnp.asarray(random_states(model, 4)).at[2, 1 + model.nq].set(jnp.nan)
+    traj = jax.jit(sim.rollout)(S, jnp.zeros((4, 3, model.nu)))
+    assert traj.diverged.tolist() == [False, False, True, False]
+    assert jnp.isfinite(traj.state).all()
+    ok = jax.jit(sim.rollout)(S[:2], jnp.zeros((2, 3, model.nu)))
+    np.testing.assert_array_equal(ok.state, traj.state[:2])
+
+
+def test_no_retrace():
+    sim = Simulator(arm())
+    traces = []
+
+    @jax.jit
+    def f(s, u):
+        traces.append(None)
+        return sim.step(s, u), sim.rollout(s, u[None]).state, sim.forward(s, u)["xpos"]
+
+    s, u = sim.initial_state(), jnp.zeros(sim.nu)
+    f(s, u)
+    f(s + 0.0, u + 1.0)
+    assert len(traces) == 1
+
+
+def test_bad_sizes():
+    sim = Simulator(arm())
+    s, u = sim.initial_state(), jnp.zeros(sim.nu)
+    with pytest.raises(
+        ValueError,
+        match=r"`Simulator.step\(state=...\)` must have trailing "
+        r"dimension nstate=24 .*got shape \(23,\)",
+    ):
+        sim.step(s[:-1], u)
+    with pytest.raises(
+        ValueError,
+        match=r"`Simulator.step\(ctrl=...\)` must have trailing "
+        r"dimension nu=2 .*got shape \(3,\)",
+    ):
+        sim.step(s, jnp.zeros(3))
+    with pytest.raises(ValueError, match=r"must have shape \(\*batch, T, nu=2\); got shape \(2,\)"):
+        sim.rollout(s, u)
+    with pytest.raises(ValueError, match="unknown output 'nope'"):
+        sim.forward(s, outputs=("nope",))
+    with pytest.raises(ValueError, match=r"`Simulator.step\(nstep=...\)` must be an int >= 1"):
+        sim.step(s, u, nstep=0)
+    with pytest.raises(ValueError, match="`Simulator\\(derivatives='mjd'\\)`"):
+        Simulator(arm("RK4"), derivatives="mjd")
+    assert sim.step(s, u).shape == (24,)  # and it still works
+
+
+def test_from_gymnasium_frame_skip():
+    sim = Simulator.from_gymnasium("Humanoid-v5")
+    assert sim.frame_skip == 5 and sim.nstate == 48 and "nstate=48" in repr(sim)
+    assert Simulator.from_gymnasium("Hopper-v5", frame_skip=2).frame_skip == 2
