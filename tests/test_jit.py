@@ -175,3 +175,16 @@ def test_init_state_is_one_per_thread_across_signatures_and_eager_calls(lowering
     t.start()
     t.join()
     assert len(made) == 2 and other == [1.0]  # a new thread gets its own state
+
+
+def test_the_lowering_asked_for_is_the_one_used(lowering):
+    text = jax.jit(jaxbridge.host(lambda x: x + 1)).lower(np.ones(3, np.float32)).as_text()
+    target = {"buffer": "xla_buffer_python_cpu_callback", "pure": "xla_ffi_python_cpu_callback"}
+    assert f"custom_call @{target[lowering]}" in text
+
+
+def test_explicit_lowering_argument_wins_over_the_environment(monkeypatch):
+    monkeypatch.setenv("JAXBRIDGE_LOWERING", "buffer")
+    f = jaxbridge.host(lambda x: x + 1, lowering="pure")
+    text = jax.jit(f).lower(np.ones(3, np.float32)).as_text()
+    assert "custom_call @xla_ffi_python_cpu_callback" in text

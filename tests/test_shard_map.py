@@ -57,11 +57,11 @@ def test_shard_map_of_vmap_shares_one_process_pool(mesh):
 
 
 def test_plain_jit_with_sharded_inputs(mesh, lowering):
-    """Without shard_map the host function sees the whole, gathered array.
+    """Without shard_map the host function sees the whole, gathered array, exactly once.
 
-    With the "pure" lowering (`jax.pure_callback`) XLA runs it once, on device 0. The "buffer"
-    lowering (the CPU default) is replicated: every device calls the host function on the full
-    array. Use shard_map for one call per shard, or `lowering="pure"` for exactly one call.
+    Over several devices jaxbridge always lowers through `jax.pure_callback`, which XLA runs
+    once, on the first device (a `buffer_callback` would run on every device, each with the full
+    array). Use shard_map for one call per shard.
     """
     seen = []
 
@@ -73,8 +73,4 @@ def test_plain_jit_with_sharded_inputs(mesh, lowering):
     x = jnp.arange(16.0)
     out = jax.jit(double)(sharded(mesh, x)).block_until_ready()
     np.testing.assert_array_equal(out, 2 * x)
-    if lowering == "pure":
-        assert seen == [(16,)]
-    else:
-        assert seen == [(16,)] * 4
-        assert out.sharding.is_fully_replicated
+    assert seen == [(16,)]

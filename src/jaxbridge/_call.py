@@ -18,7 +18,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax._src import dispatch, sharding_impls
 from jax.experimental import io_callback
+from jax.extend.core import Primitive
+from jax.interpreters import batching, mlir
 
 from . import _errors, _spec
 from ._batching import AbstractBatching
@@ -31,15 +34,14 @@ except ImportError:  # pragma: no cover
 LOWERINGS = ("auto", "buffer", "pure")
 
 
-def choose_lowering(preference: str) -> str:
-    """'buffer' or 'pure' for this trace, from the argument, then JAXBRIDGE_LOWERING."""
+def choose_lowering(preference: str, *, on_cpu: bool = True) -> str:
+    """'buffer' or 'pure', from the argument, then JAXBRIDGE_LOWERING, then the platform."""
     if preference == "auto":
         preference = os.environ.get("JAXBRIDGE_LOWERING", "auto")
-        if preference not in LOWERINGS:
-            raise ValueError(_errors.BAD_LOWERING.format(got=preference))
+    if preference not in LOWERINGS:
+        raise ValueError(_errors.BAD_LOWERING.format(got=preference))
     if preference == "auto":
-        usable = _buffer_callback is not None and jax.default_backend() == "cpu"
-        return "buffer" if usable else "pure"
+        return "buffer" if _buffer_callback is not None and on_cpu else "pure"
     if preference == "buffer" and _buffer_callback is None:  # pragma: no cover
         raise RuntimeError("this jax has no jax.experimental.buffer_callback; use 'pure'.")
     return preference
@@ -161,15 +163,62 @@ def emit(
     call: HostCall, dynamic: Sequence[Any], *, ordered: bool, lowering: str
 ) -> list[jax.Array]:
     """Stages one host call into the current trace; returns the flat results."""
-    avals = list(call.spec.avals)
+    avals = tuple(call.spec.avals)
     if ordered:
-        return list(_ordered(call, tuple(avals))(*dynamic))
-    if choose_lowering(lowering) == "buffer":
+        return list(_ordered(call, avals)(*dynamic))
+    if lowering == "auto":  # resolved now, so the environment variable is read at trace time
+        lowering = os.environ.get("JAXBRIDGE_LOWERING", "auto")
+    return host_call_p.bind(*dynamic, call=call, out_avals=avals, lowering=lowering)
+
+
+# A primitive of our own rather than calling buffer_callback/pure_callback while tracing: the
+# lowering rule sees the platform and the device context, so the choice between the two is
+# made per lowering, not guessed from jax.default_backend().
+host_call_p = Primitive("host_call")
+host_call_p.multiple_results = True
+
+
+def _host_call_abstract_eval(*args, call, out_avals, lowering):
+    del args, call, lowering
+    return [jax.core.ShapedArray(a.shape, a.dtype) for a in out_avals]
+
+
+host_call_p.def_abstract_eval(_host_call_abstract_eval)
+host_call_p.def_impl(functools.partial(dispatch.apply_primitive, host_call_p))
+
+
+def _host_call_batch_rule(args, dims, *, call, out_avals, lowering):
+    # The expand_dims convention: every operand gets the new batch dimension in front (size 1
+    # where unbatched), so the trampoline reads the batch from the leading dimensions.
+    size = next(x.shape[d] for x, d in zip(args, dims) if d is not None)
+    moved = [
+        jnp.expand_dims(x, 0) if d is None else jnp.moveaxis(x, d, 0) for x, d in zip(args, dims)
+    ]
+    batched = tuple(jax.ShapeDtypeStruct((size, *a.shape), a.dtype) for a in out_avals)
+    out = host_call_p.bind(*moved, call=call, out_avals=batched, lowering=lowering)
+    return out, [0] * len(out)
+
+
+batching.primitive_batchers[host_call_p] = _host_call_batch_rule
+
+
+def _host_call_lowering(ctx, *args, call, out_avals, lowering):
+    axis_context = ctx.module_context.axis_context
+    # Under plain jit over several devices, buffer_callback would run once per device on the
+    # whole array; pure_callback pins the call to one device, as a host call should be.
+    spread = isinstance(axis_context, sharding_impls.ShardingContext) and (
+        axis_context.num_devices > 1
+    )
+    on_cpu = tuple(ctx.module_context.platforms) == ("cpu",)
+    if not spread and choose_lowering(lowering, on_cpu=on_cpu) == "buffer":
         assert _buffer_callback is not None
-        out = _buffer_callback(call.buffer_trampoline, avals, vmap_method="expand_dims")(*dynamic)
+        fn = _buffer_callback(call.buffer_trampoline, list(out_avals))
     else:
-        out = jax.pure_callback(call.pure_trampoline, avals, *dynamic, vmap_method="expand_dims")
-    return list(out)
+        fn = lambda *a: jax.pure_callback(call.pure_trampoline, list(out_avals), *a)  # noqa: E731
+    return mlir.lower_fun(fn, multiple_results=True)(ctx, *args)
+
+
+mlir.register_lowering(host_call_p, _host_call_lowering)
 
 
 @functools.lru_cache(maxsize=4096)
