@@ -5,12 +5,12 @@ from importlib import metadata as _metadata
 from ._derivatives import FiniteDifferences as FiniteDifferences
 from ._errors import HostError as HostError
 from ._errors import HostResultError as HostResultError
-from ._executors import Processes as Processes
-from ._executors import Ray as Ray
 from ._executors import Threads as Threads
 from ._executors import WorkerDiedError as WorkerDiedError
 from ._host import Host as Host
 from ._host import host as host
+from ._processes import Processes as Processes
+from ._ray import Ray as Ray
 
 try:
     __version__ = _metadata.version("jaxbridge")

@@ -5,7 +5,7 @@ reaches the host as ONE call whose arguments carry leading batch dimensions (siz
 argument is not batched at that level; nested vmaps add one leading dimension each). The
 trampoline knows each argument's unbatched shape from trace time, so the leading dimensions are
 the batch. A strategy turns that one call into calls of the user's function. Executors (threads,
-processes, Ray) are strategies too, in `_executors.py`.
+processes, Ray) are strategies too, in `_executors.py`, `_processes.py` and `_ray.py`.
 """
 
 from __future__ import annotations
