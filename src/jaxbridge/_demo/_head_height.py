@@ -1,8 +1,8 @@
-"""The main job behind `python -m jaxbridge demo`: the user stories, end to end.
+"""Stage 1: the first user question at its smallest.
 
-Stage 1 is the first user question at its smallest: a gymnasium humanoid, a host function that
-writes a JAX array into `data.qpos`, runs `mujoco.mj_forward` and returns the head height,
-called under `jax.jit` and over a batch under `jax.vmap`.
+A gymnasium humanoid, a host function that writes a JAX array into `data.qpos`, runs
+`mujoco.mj_forward` and returns the head height, called under `jax.jit` and over a batch under
+`jax.vmap`.
 """
 
 from __future__ import annotations
@@ -13,32 +13,21 @@ from typing import Any
 
 import numpy as np
 
-
-def _humanoid() -> Any:
-    try:
-        import gymnasium
-        import mujoco
-    except ImportError as e:  # pragma: no cover - the demo installs `jaxbridge[all]`
-        raise SystemExit(
-            "the demo needs MuJoCo and gymnasium: `pip install jaxbridge[all]` (or `make demo`)."
-        ) from e
-    env = gymnasium.make("Humanoid-v5")
-    model = env.unwrapped.model  # type: ignore[attr-defined]
-    env.close()
-    return mujoco, model
+from ._common import humanoid_model
 
 
-def stage_head_height(report: list[str], quick: bool) -> None:
+def stage(report: list[str], *, quick: bool, out: pathlib.Path) -> None:
+    """MuJoCo head height under jit and vmap"""
     import jax
     import jax.numpy as jnp
 
     import jaxbridge
 
-    mujoco, model = _humanoid()
+    mujoco, model = humanoid_model()
     head = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, "head")
     data = mujoco.MjData(model)
 
-    def head_height_numpy(qpos):
+    def head_height_numpy(qpos: Any) -> Any:
         data.qpos[:] = qpos  # what the user wrote: fails on a tracer
         mujoco.mj_forward(model, data)
         return data.geom_xpos[head, 2]
@@ -49,7 +38,7 @@ def stage_head_height(report: list[str], quick: bool) -> None:
         failed = "no error (unexpected)"
     except jax.errors.TracerArrayConversionError as e:
         failed = type(e).__name__
-    print(f"[1/1] plain function under jax.jit: {failed}")
+    print(f"      plain function under jax.jit: {failed}")
 
     @jaxbridge.host(init=lambda: mujoco.MjData(model))
     def head_height(qpos, *, state):
@@ -79,21 +68,8 @@ def stage_head_height(report: list[str], quick: bool) -> None:
         f"= {err:.2e}"
     )
     report += [
-        "Stage 1: MuJoCo head height under jit and vmap",
         f"  plain NumPy function under jax.jit: {failed}",
         f"  jaxbridge.host: head height at qpos0 {h0:.4f} m",
         f"  vmap over {batch} poses: {batch / elapsed:,.0f} poses/s, max error vs raw MuJoCo "
         f"{err:.2e}",
     ]
-
-
-def run(*, quick: bool = False, out: str = "demo-output") -> int:
-    folder = pathlib.Path(out)
-    folder.mkdir(parents=True, exist_ok=True)
-    report: list[str] = []
-    start = time.perf_counter()
-    stage_head_height(report, quick)
-    report.append(f"Total time: {time.perf_counter() - start:.1f} s")
-    (folder / "summary.txt").write_text("\n".join(report) + "\n")
-    print(f"\nReport written to {folder / 'summary.txt'}")
-    return 0

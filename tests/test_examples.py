@@ -1,0 +1,42 @@
+"""Every script in `examples/` runs to the end in its `--quick` mode, as a user would run it."""
+
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+EXAMPLES = pathlib.Path(__file__).parents[1] / "examples"
+SCRIPTS = sorted(EXAMPLES.glob("[0-9][0-9]_*.py"))
+
+# What each script prints when it has shown its point (the scripts also assert their numbers).
+EXPECTED = {
+    "01_mujoco_tracer_error.py": ["before: TracerArrayConversionError", "jit(grad) training"],
+    "03_scipy_with_derivatives.py": ["kv:", "solve_ivp:", "jacfwd agrees: True"],
+    "04_batching.py": ["Threads(2)", "Processes(2)", "bit for bit"],
+    "05_mujoco_policy.py": ["forward distance"],
+    "06_migrate_from_pure_callback.py": ["values and JVPs equal", "before: jax.grad fails"],
+}
+
+
+def test_examples_are_listed():
+    assert SCRIPTS, f"no examples found in {EXAMPLES}"
+    readme = (EXAMPLES / "README.md").read_text()
+    docs = (EXAMPLES.parent / "docs" / "examples.md").read_text()
+    for script in SCRIPTS:
+        assert script.name in readme, f"{script.name} missing from examples/README.md"
+        assert script.name in docs, f"{script.name} missing from docs/examples.md"
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=[s.stem for s in SCRIPTS])
+def test_example_runs(script, tmp_path):
+    result = subprocess.run(
+        [sys.executable, str(script), "--quick"],
+        cwd=tmp_path,  # MuJoCo may write MUJOCO_LOG.TXT into the working directory
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert result.returncode == 0, f"{script.name} failed:\n{result.stdout}\n{result.stderr}"
+    for line in EXPECTED.get(script.name, []):
+        assert line in result.stdout, f"{script.name}: {line!r} not in\n{result.stdout}"
