@@ -2,6 +2,8 @@
 
 from importlib import metadata as _metadata
 
+from ._custom import custom_jvp as custom_jvp
+from ._custom import custom_vjp as custom_vjp
 from ._derivatives import FiniteDifferences as FiniteDifferences
 from ._errors import HostError as HostError
 from ._errors import HostResultError as HostResultError

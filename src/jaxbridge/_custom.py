@@ -1,0 +1,189 @@
+"""`jaxbridge.custom_vjp` and `jaxbridge.custom_jvp`: JAX's decorators, static arguments found.
+
+`jax.custom_vjp` rejects an argument that is not a JAX type (a SymPy expression, a model, a
+string) unless its position is listed in `nondiff_argnums`. These drop-ins look at each call:
+every argument that is not an array or a pytree of arrays, in any position, is static,
+non-differentiable and closed over, and its cotangent slot is `None`. Otherwise the protocol is
+JAX's: `defvjp(fwd, bwd)` and `defjvp(jvp)`, with `nondiff_argnums` still honoured.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+_ARRAY_TYPES = (jax.Array, np.ndarray, np.generic, bool, int, float, complex)
+
+
+def is_array_tree(x: Any) -> bool:
+    """Whether `x` is an array, a Python number, or a pytree with only those as leaves."""
+    return all(isinstance(leaf, _ARRAY_TYPES) for leaf in jax.tree.leaves(x))
+
+
+class _Split:
+    """One call's arguments, split into the dynamic ones JAX sees and the static rest."""
+
+    def __init__(self, fun: Callable, args: tuple, kwargs: dict, nondiff: Sequence[int]):
+        if kwargs:
+            bound = inspect.signature(fun).bind(*args, **kwargs)
+            bound.apply_defaults()
+            if bound.kwargs:
+                raise TypeError(
+                    f"`jaxbridge.custom_vjp`/`custom_jvp` of `{fun.__name__}`: keyword-only "
+                    f"arguments {sorted(bound.kwargs)} are not supported, as in JAX; pass them "
+                    "positionally."
+                )
+            args = bound.args
+        self.args = tuple(args)
+        self.nondiff = tuple(i for i in nondiff if i < len(args))
+        self.static = tuple(
+            i for i, a in enumerate(args) if i not in self.nondiff and not is_array_tree(a)
+        )
+        self.dynamic = tuple(
+            i for i in range(len(args)) if i not in self.nondiff and i not in self.static
+        )
+
+    def merge(self, values: Sequence[Any]) -> list:
+        full = list(self.args)
+        for i, v in zip(self.dynamic, values, strict=True):
+            full[i] = v
+        return full
+
+    def values(self) -> list:
+        return [self.args[i] for i in self.dynamic]
+
+    def nondiff_values(self) -> list:
+        return [self.args[i] for i in self.nondiff]
+
+
+class custom_vjp:  # noqa: N801 - the name mirrors jax.custom_vjp
+    """`jax.custom_vjp`, where arguments that are not arrays are static automatically.
+
+    `bwd(res, g)` returns one cotangent per positional argument that is not in
+    `nondiff_argnums`, with `None` in the slot of each static argument. Works under `jit`,
+    `vmap` and `grad` as `jax.custom_vjp` does; forward mode (`jvp`, `jacfwd`) is not
+    available, as with JAX's.
+
+    Example:
+        >>> import jax, sympy
+        >>> import jaxbridge
+        >>> @jaxbridge.custom_vjp
+        ... def scale(x, label):
+        ...     return 2.0 * x
+        >>> scale.defvjp(lambda x, label: (2.0 * x, None), lambda res, g: (2.0 * g, None))
+        >>> float(jax.grad(scale)(1.0, "any object"))
+        2.0
+    """
+
+    def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = ()) -> None:
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.fwd: Callable | None = None
+        self.bwd: Callable | None = None
+
+    def defvjp(self, fwd: Callable, bwd: Callable) -> None:
+        self.fwd, self.bwd = fwd, bwd
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        name = getattr(self.fun, "__name__", "function")
+        if self.fwd is None or self.bwd is None:
+            raise AttributeError(
+                f"`jaxbridge.custom_vjp` function `{name}` has no VJP; call "
+                f"`{name}.defvjp(fwd, bwd)` first."
+            )
+        split = _Split(self.fun, args, kwargs, self.nondiff_argnums)
+        fwd, bwd = self.fwd, self.bwd
+        slots = [i for i in range(len(split.args)) if i not in split.nondiff]
+
+        @jax.custom_vjp
+        def inner(*values):
+            return self.fun(*split.merge(values))
+
+        def inner_fwd(*values):
+            return fwd(*split.merge(values))
+
+        def inner_bwd(res, g):
+            cotangents = bwd(*split.nondiff_values(), res, g)
+            if not isinstance(cotangents, (tuple, list)) or len(cotangents) != len(slots):
+                raise TypeError(
+                    f"`jaxbridge.custom_vjp`: the bwd of `{name}` must return a tuple of "
+                    f"{len(slots)} cotangents, one per argument outside `nondiff_argnums` "
+                    f"(None for static ones); got {cotangents!r:.200}."
+                )
+            by_slot = dict(zip(slots, cotangents, strict=True))
+            for i in split.static:
+                if by_slot[i] is not None:
+                    raise TypeError(
+                        f"`jaxbridge.custom_vjp`: argument {i} of `{name}` is static (a "
+                        f"`{type(split.args[i]).__name__}`), so its cotangent slot must be "
+                        "None."
+                    )
+            return tuple(by_slot[i] for i in split.dynamic)
+
+        inner.defvjp(inner_fwd, inner_bwd)
+        return inner(*split.values())
+
+
+class custom_jvp:  # noqa: N801 - the name mirrors jax.custom_jvp
+    """`jax.custom_jvp`, where arguments that are not arrays are static automatically.
+
+    `jvp(primals, tangents)` receives every positional argument outside `nondiff_argnums` in
+    `primals` (static ones unchanged) and `None` in the tangent slot of each static one. Works
+    under `jit`, `vmap`, `jvp`, `grad` and at higher order, as `jax.custom_jvp` does.
+
+    Example:
+        >>> import jax
+        >>> import jaxbridge
+        >>> @jaxbridge.custom_jvp
+        ... def cube(x, how):
+        ...     return x**3
+        >>> @cube.defjvp
+        ... def _(primals, tangents):
+        ...     x, how = primals
+        ...     return x**3, 3.0 * x**2 * tangents[0]
+        >>> float(jax.grad(cube)(2.0, "symbolic"))
+        12.0
+    """
+
+    def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = ()) -> None:
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.jvp: Callable | None = None
+
+    def defjvp(self, jvp: Callable) -> Callable:
+        self.jvp = jvp
+        return jvp
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        name = getattr(self.fun, "__name__", "function")
+        if self.jvp is None:
+            raise AttributeError(
+                f"`jaxbridge.custom_jvp` function `{name}` has no JVP; call "
+                f"`{name}.defjvp(jvp)` first."
+            )
+        split = _Split(self.fun, args, kwargs, self.nondiff_argnums)
+        jvp = self.jvp
+        slots = [i for i in range(len(split.args)) if i not in split.nondiff]
+
+        @jax.custom_jvp
+        def inner(*values):
+            return self.fun(*split.merge(values))
+
+        def inner_jvp(primals, tangents):
+            full = split.merge(primals)
+            tangent_of = dict(zip(split.dynamic, tangents, strict=True))
+            return jvp(
+                *split.nondiff_values(),
+                tuple(full[i] for i in slots),
+                tuple(tangent_of.get(i) for i in slots),
+            )
+
+        inner.defjvp(inner_jvp)
+        return inner(*split.values())

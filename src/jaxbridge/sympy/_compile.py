@@ -1,0 +1,203 @@
+"""`jaxbridge.sympy.compile`: a SymPy expression to a pure JAX function, via generated source.
+
+The printer yields a flat list of assignments; we write them out as the body of one Python
+function and `exec` it. Tracing that function is one `jnp` call per distinct node, with no
+interpretation overhead, so tracing a 20,000-operation expression takes well under a second.
+"""
+
+from __future__ import annotations
+
+import builtins
+import itertools
+import linecache
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal
+
+import jax
+import jax.numpy as jnp
+import jax.scipy.special as jsp
+import numpy as np
+import sympy
+from jax import lax
+from sympy.tensor.array import NDimArray
+
+from . import _errors, _runtime
+from ._printer import Leaf, Printer
+
+_counter = itertools.count()
+
+
+def _is_expr_leaf(x: object) -> bool:
+    return isinstance(x, (sympy.Basic, sympy.MatrixBase, NDimArray))
+
+
+def normalize_args(args: Any) -> tuple[list[str], list[tuple[int, ...]], dict, list]:
+    """Names, trailing shapes and the `Leaf` of every input symbol; also the symbol arrays."""
+    if isinstance(args, (sympy.Symbol, sympy.MatrixSymbol)):
+        args = [args]
+    names, shapes, leaves, symbol_arrays = [], [], {}, []
+
+    def add(symbol, leaf):
+        if symbol in leaves:
+            raise ValueError(_errors.DUPLICATE_ARG.format(symbol=symbol))
+        leaves[symbol] = leaf
+
+    for i, arg in enumerate(args):
+        var = f"_a{i}"
+        if isinstance(arg, sympy.Symbol):
+            add(arg, Leaf(var, (), 0))
+            shape, symbols = (), np.array(arg, dtype=object)
+        elif isinstance(arg, sympy.MatrixSymbol):
+            shape = (int(arg.rows), int(arg.cols))
+            add(arg, Leaf(var, (), 2))
+            symbols = np.empty(shape, dtype=object)
+            for index in np.ndindex(shape):
+                symbols[index] = arg[index]
+                add(arg[index], Leaf(var, index, 0))
+        else:
+            try:
+                symbols = np.array(arg.tolist() if hasattr(arg, "tolist") else arg, dtype=object)
+            except (TypeError, ValueError):
+                raise TypeError(_errors.BAD_ARG.format(got=arg, index=i)) from None
+            if symbols.ndim == 0 or not all(isinstance(s, sympy.Symbol) for s in symbols.flat):
+                raise TypeError(_errors.BAD_ARG.format(got=arg, index=i))
+            shape = symbols.shape
+            for index in np.ndindex(shape):
+                add(symbols[index], Leaf(var, index, 0))
+        names.append(str(arg))
+        shapes.append(tuple(shape))
+        symbol_arrays.append(symbols)
+    return names, shapes, leaves, symbol_arrays
+
+
+def _output_code(printer: Printer, leaf: object) -> str:
+    if isinstance(leaf, (sympy.MatrixBase, NDimArray)):
+        shape = tuple(leaf.shape)
+        elements = [leaf[index] for index in np.ndindex(shape)]
+        codes = [printer.emit(sympy.sympify(e)) for e in elements]
+        return f"_rt.stack([{', '.join(codes)}], {shape}, _bs, _dt)"
+    if isinstance(leaf, sympy.MatrixExpr):
+        shape = (int(leaf.rows), int(leaf.cols))
+        return f"_rt.matrix_output({printer.emit(leaf)}, {shape}, _bs)"
+    try:
+        node = sympy.sympify(leaf, strict=True)
+    except sympy.SympifyError:
+        raise TypeError(_errors.BAD_EXPR.format(type=type(leaf).__name__, value=leaf)) from None
+    return f"_rt.output({printer.emit(node)}, _bs, _dt)"
+
+
+def _missing_error(missing: set) -> ValueError:
+    names = sorted(str(s) for s in missing)
+    return ValueError(
+        _errors.MISSING_SYMBOLS.format(
+            symbols=", ".join(f"`{n}`" for n in names),
+            verb="is" if len(names) == 1 else "are",
+            them="it" if len(names) == 1 else "them",
+        )
+    )
+
+
+def _generate(expr: Any, args: Any, cse: bool, extra_functions: Mapping | None) -> Callable:
+    names, shapes, leaves, _ = normalize_args(args)
+    outputs, treedef = jax.tree.flatten(expr, is_leaf=_is_expr_leaf)
+    printer = Printer(leaves, dict(extra_functions or {}), cse=cse)
+    output_codes = [_output_code(printer, leaf) for leaf in outputs]
+    if printer.missing:
+        raise _missing_error(printer.missing)
+    fname = f"jaxbridge_sympy_{next(_counter)}"
+    variables = "".join(f"_a{i}, " for i in range(len(shapes)))
+    source = "\n    ".join(
+        [
+            f"def {fname}(*_args):",
+            f"[{variables}], _bs, _dt = _rt.prepare(_name, _args, _names, _shapes)",
+            *printer.lines,
+            f"return [{', '.join(output_codes)}]",
+        ]
+    )
+    filename = f"<{fname}>"
+    # Tracebacks through generated code show the generated line.
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace = {
+        "jnp": jnp,
+        "lax": lax,
+        "jsp": jsp,
+        "_rt": _runtime,
+        "_name": "jaxbridge.sympy.compile(...)",
+        "_names": names,
+        "_shapes": shapes,
+        **printer.namespace,
+    }
+    exec(builtins.compile(source, filename, "exec"), namespace)
+    generated = namespace[fname]
+
+    def compiled(*values):
+        return jax.tree.unflatten(treedef, generated(*values))
+
+    compiled.__name__ = compiled.__qualname__ = fname
+    compiled.__doc__ = f"Compiled from SymPy; arguments ({', '.join(names)})."
+    compiled.source = source  # type: ignore[attr-defined]
+    return compiled
+
+
+def compile(  # noqa: A001 - the public name the issue pins
+    expr: Any,
+    args: Sequence[Any],
+    *,
+    cse: bool = True,
+    derivatives: Literal["symbolic"] | None = None,
+    extra_functions: Mapping[Any, Callable[..., jax.Array]] | None = None,
+) -> Callable[..., Any]:
+    """Compiles a SymPy expression into a pure JAX function.
+
+    The result is plain `jax.numpy` code (no callbacks) except for functions JAX lacks, which
+    run on the host through SciPy or mpmath with derivatives from `sympy.diff`. It works under
+    `jit`, `vmap`, `grad`, `jvp` and at higher order, and broadcasts over leading batch
+    dimensions of its arguments.
+
+    Args:
+        expr: a SymPy expression, `Matrix`, `ImmutableMatrix`, matrix expression, N-dim `Array`,
+            or a pytree (list, tuple, dict) of them.
+        args: the inputs, in call order: each a `Symbol` (a scalar argument), a `MatrixSymbol`
+            (an `(m, n)` argument) or a nested sequence of Symbols (an array argument of that
+            shape).
+        cse: print each distinct subexpression once (linear in the size of the expression DAG).
+            With False, every occurrence is printed separately, as `lambdify` does.
+        derivatives: None for JAX's own differentiation of the printed code; "symbolic" to
+            install a `custom_jvp` whose tangent is `sympy.diff` of the expression (small
+            derivatives simplified), compiled the same way, at every order.
+        extra_functions: `{sympy_function: jax_callable}` for functions the table lacks, or to
+            replace a translation; the callable receives the arguments as arrays.
+
+    Returns:
+        `f(*values)`: each value has the declared trailing shape after any batch dimensions;
+        scalar outputs have the broadcast batch shape, Matrix and Array outputs have their own
+        dimensions last. Integer inputs compute in the default float dtype; otherwise the
+        dtype follows the inputs (float32, or float64 under x64). Constants are Python
+        literals: a Float with more digits than the dtype holds is rounded to it, a Rational
+        `p/q` is computed as a multiplication by `p` and a division by `q`, integer powers are
+        `lax.integer_pow` (exact repeated multiplication).
+
+    Raises:
+        ValueError: at compile time for an unknown function (naming it and `extra_functions`),
+            free symbols missing from `args`, or non-numeric constants; at call time for
+            arguments whose shapes do not match `args` or do not broadcast.
+
+    Example:
+        >>> import jax, sympy
+        >>> import jaxbridge.sympy as jbs
+        >>> x, y = sympy.symbols("x y")
+        >>> f = jbs.compile(sympy.sin(x) * y**2, [x, y])
+        >>> f(0.5, 2.0)
+        Array(1.9177..., dtype=float32)
+        >>> round(float(jax.grad(f, argnums=1)(0.5, 2.0)), 4)
+        1.9177
+        >>> f(jax.numpy.zeros((4, 3)), 1.0).shape  # leading dimensions are batch dimensions
+        (4, 3)
+    """
+    if derivatives not in (None, "symbolic"):
+        raise ValueError(_errors.DERIVATIVES.format(got=derivatives))
+    if derivatives == "symbolic":
+        from ._symbolic import symbolic
+
+        return symbolic(expr, args, cse=cse, extra_functions=extra_functions)
+    return _generate(expr, args, cse, extra_functions)

@@ -1,0 +1,204 @@
+"""Prints a SymPy expression DAG as a flat list of JAX assignments.
+
+The walk is iterative (an explicit stack, never Python recursion), so a 20,000-operation
+expression, however deep, prints without a RecursionError. Each distinct node is printed once
+(hash-consing: the common-subexpression elimination of `cse=True`), in linear time even when
+the expression is a DAG whose tree form is exponentially large; `sympy.cse` itself is not used
+because its rebuilding queries SymPy assumptions, which is exponential on such DAGs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+
+import sympy
+from sympy.matrices.expressions import matexpr
+
+from . import _errors, _functions, _host_fallback
+from ._nodes import NodeRules
+
+# Beyond this many operands an Add or Mul is a call with many arguments, not a chain of
+# binary operators: CPython's compiler recurses on long `a + b + c + ...` chains.
+_CHAIN = 8
+
+
+@dataclass(frozen=True)
+class Context:
+    """Where a node is evaluated: the root, or a Piecewise branch whose inputs are guarded."""
+
+    id: int
+    parent: Context | None = None
+    mask: Hashable | None = None  # a `Mask` node, evaluated in `parent`
+
+
+@dataclass(frozen=True)
+class Mask:
+    """Where branch `k` of `piecewise` is taken."""
+
+    piecewise: sympy.Piecewise
+    k: int
+
+
+@dataclass(frozen=True)
+class Leaf:
+    """How an input symbol is read from the function's arguments."""
+
+    var: str  # the argument variable
+    index: tuple[int, ...]  # element index into its trailing dims; () for the whole array
+    matrix_dims: int  # trailing dims of the value itself (2 for a MatrixSymbol, else 0)
+
+
+def literal(node: sympy.Basic) -> str | None:
+    """The Python literal of a numeric atom, or None if `node` is not one."""
+    if node.is_Integer:
+        return repr(float(int(node)))  # weakly typed float: `lax` arithmetic accepts it
+    if node.is_Number or isinstance(node, sympy.NumberSymbol):
+        if node is sympy.S.ComplexInfinity:
+            return None
+        value = float(node)
+        if math.isfinite(value):
+            return repr(value)
+        return "jnp.nan" if math.isnan(value) else ("jnp.inf" if value > 0 else "-jnp.inf")
+    if node is sympy.S.ImaginaryUnit:
+        return "1j"
+    if node is sympy.true:
+        return "True"
+    if node is sympy.false:
+        return "False"
+    return None
+
+
+class Printer(NodeRules):
+    """Accumulates the assignments of one generated function."""
+
+    def __init__(
+        self, leaves: dict[sympy.Basic, Leaf], extra_functions: dict, cse: bool = True
+    ) -> None:
+        self.leaves = leaves
+        self.extra_functions = dict(extra_functions or {})
+        self.cse = cse
+        self.lines: list[str] = []
+        self.namespace: dict[str, object] = {}
+        self.memo: dict[Hashable, str] = {}
+        self.missing: set[sympy.Basic] = set()
+        self.root = Context(0)
+        self._contexts: dict[tuple, Context] = {}
+        self._rewrites: dict[sympy.Basic, sympy.Basic] = {}
+        self._safe: dict[sympy.Basic, bool] = {}
+        self._children: dict[Hashable, list[Hashable]] = {}
+        self._counter = itertools.count()
+        self._names: dict[int, str] = {}
+
+    # Keys, variables and the namespace.
+
+    def _key(self, node: Hashable, ctx: Context) -> Hashable:
+        if self.cse or isinstance(node, (Mask, sympy.Atom)) or node in self.leaves:
+            return (ctx.id, node)
+        return (ctx.id, node, next(self._counter))  # cse=False: every occurrence on its own
+
+    def assign(self, code: str) -> str:
+        name = f"t{len(self.lines)}"
+        self.lines.append(f"{name} = {code}")
+        return name
+
+    def register(self, prefix: str, value: object) -> str:
+        """Puts a Python object into the generated code's namespace; returns its name."""
+        if id(value) not in self._names:
+            self._names[id(value)] = f"{prefix}{len(self._names)}"
+            self.namespace[self._names[id(value)]] = value
+        return self._names[id(value)]
+
+    def host(self, node: sympy.Basic, codes: list[str]) -> str:
+        name = self.register("_h", _host_fallback.make(node))
+        return f"{name}({', '.join(codes)})"
+
+    def context(self, parent: Context, piecewise: sympy.Piecewise, k: int) -> Context:
+        """The guarded context of branch `k`; the parent itself if the branch is always safe."""
+        branch = piecewise.args[k].expr
+        if self.is_safe(branch):
+            return parent
+        key = (parent.id, piecewise, k)
+        if key not in self._contexts:
+            self._contexts[key] = Context(len(self._contexts) + 1, parent, Mask(piecewise, k))
+        return self._contexts[key]
+
+    def rewrite(self, node: sympy.Basic, fn: Callable[[sympy.Basic], sympy.Basic]) -> sympy.Basic:
+        if node not in self._rewrites:
+            self._rewrites[node] = fn(node)
+        return self._rewrites[node]
+
+    # The walk.
+
+    def emit(self, root: sympy.Basic) -> str:
+        """Prints `root` (and everything it needs) in the root context; returns its code."""
+        root_key = self._key(root, self.root)
+        stack: list[tuple[Hashable, Hashable, Context, bool]] = [(root_key, root, self.root, False)]
+        while stack:
+            key, node, ctx, expanded = stack.pop()
+            if key in self.memo:
+                continue
+            if not expanded:
+                deps = self.deps(node, ctx)
+                keys = [self._key(child, child_ctx) for child, child_ctx in deps]
+                self._children[key] = keys
+                todo = [
+                    (k, c, cc, False)
+                    for k, (c, cc) in zip(keys, deps, strict=True)
+                    if k not in self.memo
+                ]
+                if todo:
+                    stack.append((key, node, ctx, True))
+                    stack.extend(reversed(todo))
+                    continue
+            codes = [self.memo[k] for k in self._children.pop(key)]
+            code = self.code(node, ctx, codes)
+            is_simple = code.isidentifier() or literal_like(code)
+            self.memo[key] = code if is_simple else self.assign(code)
+        return self.memo[root_key]
+
+    def is_safe(self, root: sympy.Basic) -> bool:
+        """Whether every node is a polynomial operation, whose derivative is finite anywhere."""
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            if node in self._safe:
+                if not self._safe[node]:
+                    self._safe[root] = False
+                    return False
+                continue
+            ok = (
+                node.is_Atom
+                or isinstance(node, (sympy.Add, sympy.Mul))
+                or (isinstance(node, sympy.Pow) and node.exp.is_Integer and node.exp >= 0)
+            )
+            self._safe[node] = ok
+            if not ok:
+                self._safe[root] = False
+                return False
+            stack.extend(node.args)
+        self._safe[root] = True
+        return True
+
+
+def literal_like(code: str) -> bool:
+    try:
+        float(code.lstrip("-"))
+        return True
+    except ValueError:
+        return code in ("True", "False", "1j", "jnp.nan", "jnp.inf", "-jnp.inf")
+
+
+def unknown_function(node: sympy.Basic) -> ValueError:
+    func = getattr(node.func, "__name__", str(node.func))
+    return ValueError(_errors.UNKNOWN_FUNCTION.format(func=func, node=node))
+
+
+def is_function(node: sympy.Basic) -> bool:
+    return isinstance(node, sympy.Function) or node.func in _functions.NATIVE
+
+
+def is_matrix(node: sympy.Basic) -> bool:
+    return isinstance(node, (matexpr.MatrixExpr, sympy.MatrixBase))
