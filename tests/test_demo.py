@@ -1,5 +1,6 @@
 """`python -m jaxbridge demo --quick` runs every stage, writes its figures and its report."""
 
+import re
 import subprocess
 import sys
 
@@ -7,7 +8,7 @@ from jaxbridge._demo import STAGES, title
 
 
 def test_stages_have_titles():
-    assert len(STAGES) >= 2
+    assert len(STAGES) >= 3
     assert all(title(stage) for stage in STAGES)
 
 
@@ -29,11 +30,23 @@ def test_demo_quick(tmp_path):
         "decoded prior samples: before",
         "steps/s",
         "of the time in MuJoCo",
+        "Stage 3: A SymPy Hamiltonian fitted by gradient",
+        "E_J (GHz): true 8.0000, initial 4.0000, fitted",
+        "E_C (GHz): true 0.5000, initial 1.0000, fitted",
+        "final loss",
+        "gradient through eigvalsh",
+        "trained SymPy expression for f01(n_g)",
+        "cos(2*pi*n_g)",
         "Total time",
     ):
         assert line in summary, f"{line!r} not in the summary:\n{summary}"
         assert line in result.stdout, f"{line!r} not printed:\n{result.stdout}"
-    for figure in ("vae_losses.png", "vae_poses.png"):
+    # The fit recovers the true E_J and E_C from the wrong guess (2 MHz noise on the targets).
+    for name, true in (("E_J", 8.0), ("E_C", 0.5)):
+        found = re.search(rf"{name} \(GHz\): .* fitted ([0-9.]+)", summary)
+        assert found, f"no fitted {name} in the summary:\n{summary}"
+        assert abs(float(found.group(1)) - true) < 0.01 * true, (name, found.group(0))
+    for figure in ("vae_losses.png", "vae_poses.png", "transmon_spectrum.png", "transmon_fit.png"):
         data = (out / figure).read_bytes()
         assert data.startswith(b"\x89PNG") and len(data) > 10_000, figure
     assert "step/s" in result.stderr  # the training progress bars (tqdm writes to stderr)

@@ -12,6 +12,13 @@ SCRIPTS = sorted(EXAMPLES.glob("[0-9][0-9]_*.py"))
 # What each script prints when it has shown its point (the scripts also assert their numbers).
 EXPECTED = {
     "01_mujoco_tracer_error.py": ["before: TracerArrayConversionError", "jit(grad) training"],
+    "02_sympy_custom_vjp.py": [
+        "before: TypeError",
+        "is not a valid JAX type",
+        "fix 1, jaxbridge.host",
+        "fix 2, jaxbridge.sympy.compile",
+        "same values and gradients from both fixes and SymPy itself",
+    ],
     "03_scipy_with_derivatives.py": ["kv:", "solve_ivp:", "jacfwd agrees: True"],
     "04_batching.py": ["Threads(2)", "Processes(2)", "bit for bit"],
     "05_mujoco_policy.py": ["forward distance"],

@@ -12,14 +12,15 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from . import _head_height, _vae
+from . import _head_height, _transmon, _vae
 
 Stage = Callable[..., None]  # stage(report: list[str], *, quick: bool, out: pathlib.Path)
 
-# The stages, in order. The SymPy transmon fit (the second user question) goes after the VAE.
+# The stages, in order: the first user question (MuJoCo), then the second (SymPy).
 STAGES: tuple[Stage, ...] = (
     _head_height.stage,
     _vae.stage,
+    _transmon.stage,
 )
 
 
