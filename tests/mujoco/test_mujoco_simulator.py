@@ -257,3 +257,17 @@ def test_from_gymnasium_frame_skip():
     sim = Simulator.from_gymnasium("Humanoid-v5")
     assert sim.frame_skip == 5 and sim.nstate == 48 and "nstate=48" in repr(sim)
     assert Simulator.from_gymnasium("Hopper-v5", frame_skip=2).frame_skip == 2
+
+
+def test_position_only_outputs_skip_velocity_and_control_directions(x64):
+    """For kinematic outputs only qpos directions are differenced: same Jacobian, fewer calls."""
+    sim = Simulator(arm(), frame_skip=1)
+    state = jnp.asarray(random_states(sim.model, 1, qvel=0.3)[0])
+    ctrl = jnp.array([0.3, -0.1])
+    f = lambda s, u, outs: sim.forward(s, u, outputs=outs)["site_xpos"]  # noqa: E731
+    lean = jax.jacrev(f, argnums=(0, 1))(state, ctrl, ("site_xpos", "xpos"))
+    full = jax.jacrev(f, argnums=(0, 1))(state, ctrl, ("site_xpos", "sensordata"))
+    np.testing.assert_allclose(lean[0], full[0], atol=1e-9)
+    np.testing.assert_array_equal(lean[1], 0.0)
+    np.testing.assert_allclose(full[1], 0.0, atol=1e-9)  # truly independent of the controls
+    assert np.abs(lean[0]).max() > 0
