@@ -21,7 +21,7 @@ import numpy as np
 from jax._src import dispatch, sharding_impls
 from jax.experimental import io_callback
 from jax.extend.core import Primitive
-from jax.interpreters import batching, mlir
+from jax.interpreters import ad, batching, mlir
 
 from . import _errors, _spec
 from ._batching import AbstractBatching
@@ -76,6 +76,9 @@ class HostCall:
         self.rule = f"host function {name!r}"
         # Per-thread `init()` state, shared by all signatures of one wrapped function.
         self._local = states if states is not None else threading.local()
+        # `(primals, tangents) -> (primals_out, tangents_out)`: the function's derivative rule,
+        # set by `jaxbridge.Host` for the JVP rule of `host_call_p`.
+        self.jvp_rule: Callable[..., Any] | None = None
         # Fast paths for the common shapes of a call (every call is a hot path): positional
         # array arguments only, and a single array result.
         n = len(in_avals)
@@ -200,6 +203,51 @@ def _host_call_batch_rule(args, dims, *, call, out_avals, lowering):
 
 
 batching.primitive_batchers[host_call_p] = _host_call_batch_rule
+
+
+def _host_call_jvp_rule(primals, tangents, *, call, out_avals, lowering):
+    """Routes a derivative of the bare primitive to the host function's own rule.
+
+    JAX inlines a `custom_jvp` function that it partially evaluates with some inputs unknown
+    (`partial_eval.py`: "we don't need to keep the custom JVP rule around"), as scan's partial
+    evaluation under `grad` does; a second derivative then meets this primitive directly.
+    """
+    out = host_call_p.bind(*primals, call=call, out_avals=out_avals, lowering=lowering)
+    if call.jvp_rule is None or not out_avals:
+        raise NotImplementedError(f"no derivative rule reaches host function {call.name!r}")
+    core_avals = call.spec.avals
+    n_batch = len(out_avals[0].shape) - len(core_avals[0].shape)
+    lead = tuple(out_avals[0].shape[:n_batch])
+    inexact = [jnp.issubdtype(a.dtype, jnp.inexact) for a in call.in_avals]
+    nonzero = [i for i, t in enumerate(tangents) if type(t) is not ad.Zero and inexact[i]]
+
+    def rule(primals, nz_tangents):
+        full = [
+            jax.custom_derivatives.SymbolicZero(
+                jax.core.ShapedArray(a.shape, a.dtype).to_tangent_aval()
+            )
+            for a in call.in_avals
+        ]
+        for i, t in zip(nonzero, nz_tangents):
+            full[i] = t
+        _, t_out = call.jvp_rule(list(primals), full)
+        return [t for t, a in zip(t_out, core_avals) if jnp.issubdtype(a.dtype, jnp.inexact)]
+
+    # The expand_dims convention: leading dimensions (size 1 where unbatched) are the batch.
+    bcast = lambda x, a: jnp.broadcast_to(x, lead + tuple(a.shape))  # noqa: E731
+    ps = [bcast(p, a) for p, a in zip(primals, call.in_avals)]
+    ts = [bcast(tangents[i], call.in_avals[i]) for i in nonzero]
+    for _ in range(n_batch):
+        rule = jax.vmap(rule)
+    t_inexact = iter(rule(ps, ts))
+    t_out = [
+        next(t_inexact) if jnp.issubdtype(a.dtype, jnp.inexact) else ad.Zero(a.to_tangent_aval())
+        for a in (jax.core.ShapedArray(a.shape, a.dtype) for a in out_avals)
+    ]
+    return out, t_out
+
+
+ad.primitive_jvps[host_call_p] = _host_call_jvp_rule
 
 
 def _host_call_lowering(ctx, *args, call, out_avals, lowering):

@@ -24,6 +24,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import jax
 import numpy as np
 
 from . import _batching
@@ -201,6 +202,9 @@ class Threads(_Executor):
 
     def _run_chunks(self, call, flat_ins, shared, flat_outs, chunks):
         n = self.workers()
+        # JAX keeps `enable_x64` per thread: workers take the caller's, for host functions
+        # that call JAX themselves.
+        x64 = bool(jax.config.jax_enable_x64)
         with _lock:
             pool = _thread_pools.get(n)
             if pool is None:
@@ -209,7 +213,8 @@ class Threads(_Executor):
                 )
         vec = self.vectorized
         futures = [
-            pool.submit(_thread_chunk, call, flat_ins, flat_outs, lo, hi, vec) for lo, hi in chunks
+            pool.submit(_thread_chunk, call, flat_ins, flat_outs, lo, hi, vec, x64)
+            for lo, hi in chunks
         ]
         pending = set(futures)
         while pending:
@@ -226,10 +231,11 @@ class Threads(_Executor):
                 raise f.result()
 
 
-def _thread_chunk(call, flat_ins, flat_outs, lo, hi, vectorized) -> Exception | None:
+def _thread_chunk(call, flat_ins, flat_outs, lo, hi, vectorized, x64) -> Exception | None:
     # Returned, not raised: the pool's own frames would join the host traceback.
     try:
-        run_chunk(call, flat_ins, flat_outs, lo, hi, vectorized, call.local_state())
+        with jax.enable_x64(x64):
+            run_chunk(call, flat_ins, flat_outs, lo, hi, vectorized, call.local_state())
     except Exception as e:
         return e
     return None

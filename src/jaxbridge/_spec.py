@@ -134,8 +134,12 @@ def _canonical_struct(s: jax.ShapeDtypeStruct) -> jax.ShapeDtypeStruct:
 
 
 def spec_from_tree(tree: PyTree) -> ResultSpec:
-    """Validates a declared result pytree of `jax.ShapeDtypeStruct` (message per bad leaf)."""
-    with_path, treedef = jax.tree_util.tree_flatten_with_path(tree, is_leaf=lambda x: x is None)
+    """Validates a declared result pytree of `jax.ShapeDtypeStruct` (message per bad leaf).
+
+    `None` is an empty subtree, as everywhere in JAX: derivative rules' specs hold it in place
+    of static leaves, and `check_result` flattens returned values the same way.
+    """
+    with_path, treedef = jax.tree_util.tree_flatten_with_path(tree)
     avals, paths = [], []
     for path, leaf in with_path:
         if not isinstance(leaf, jax.ShapeDtypeStruct):
