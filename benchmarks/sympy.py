@@ -2,7 +2,9 @@
 """jaxbridge.sympy.compile against sympy.lambdify (jax, cse), lambdify (numpy) and sympy2jax.
 
 Prints, per expression size, conversion, trace, XLA compile, call time on 100,000 points and
-grad call time, with ratios to lambdify(modules="jax", cse=True) measured in the same run.
+grad call time, with ratios to lambdify(modules="jax", cse=True) measured in the same run
+(medians; calls of all methods interleaved, so load on a shared machine hits each alike), then
+the cost of training the constants with the expression passed as a jit argument.
 `python benchmarks/sympy.py --quick` runs the small sizes only.
 """
 
@@ -54,31 +56,59 @@ def make(n_ops, shared, seed=0):
     return (A(*nodes[-20:]) if shared else A(*nodes)), syms
 
 
-def _time(fn, repeat=5):
-    fn()
-    best = float("inf")
-    for _ in range(repeat):
-        t = time.perf_counter()
+REPEAT = 15  # timed calls per method, interleaved across methods; medians are reported
+
+
+def _median(values):
+    return float(np.median(values))
+
+
+def _times(fns, repeat=REPEAT):
+    """Median wall time of each no-argument function, calls interleaved round-robin."""
+    for fn in fns.values():
         jax.block_until_ready(fn())
-        best = min(best, time.perf_counter() - t)
-    return best
+    times = {name: [] for name in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            t = time.perf_counter()
+            jax.block_until_ready(fn())
+            times[name].append(time.perf_counter() - t)
+    return {name: _median(v) for name, v in times.items()}
 
 
-def measure_jax(convert, xs):
-    t = time.perf_counter()
-    f = convert()
-    conversion = time.perf_counter() - t
-    jitted = jax.jit(lambda *v: f(*v))
-    t = time.perf_counter()
-    lowered = jitted.lower(*xs)
-    trace = time.perf_counter() - t
-    t = time.perf_counter()
-    compiled = lowered.compile()
-    xla = time.perf_counter() - t
-    call = _time(lambda: compiled(*xs))
-    grad = jax.jit(jax.grad(lambda *v: jnp.sum(f(*v))))
-    grad_call = _time(lambda: grad(*xs))
-    return dict(convert=conversion, trace=trace, compile=xla, call=call, grad=grad_call)
+def measure_jax(converters, xs, compile_repeat):
+    """Conversion, trace, compile, call and grad times of each converter, side by side.
+
+    Trace and compile are medians of `compile_repeat` fresh `jax.jit`s, interleaved across the
+    converters like the calls.
+    """
+    results, fns, calls = {}, {}, {}
+    for name, convert in converters.items():
+        t = time.perf_counter()
+        try:
+            fns[name] = convert()
+        except RecursionError:
+            results[name] = {"error": "RecursionError"}
+            continue
+        results[name] = dict(convert=time.perf_counter() - t, trace=[], compile=[])
+    for _ in range(compile_repeat):
+        for name, f in fns.items():
+            jitted = jax.jit(lambda *v, f=f: f(*v))
+            t = time.perf_counter()
+            lowered = jitted.lower(*xs)
+            results[name]["trace"].append(time.perf_counter() - t)
+            t = time.perf_counter()
+            compiled = lowered.compile()
+            results[name]["compile"].append(time.perf_counter() - t)
+            calls[name, "call"] = lambda compiled=compiled: compiled(*xs)
+    for name, f in fns.items():
+        results[name]["trace"] = _median(results[name]["trace"])
+        results[name]["compile"] = _median(results[name]["compile"])
+        grad = jax.jit(jax.grad(lambda *v, f=f: jnp.sum(f(*v))))
+        calls[name, "grad"] = lambda grad=grad: grad(*xs)
+    for (name, kind), t in _times(calls).items():
+        results[name][kind] = t
+    return results
 
 
 def measure_numpy(convert, xs):
@@ -87,7 +117,42 @@ def measure_numpy(convert, xs):
     conversion = time.perf_counter() - t
     arrays = [np.asarray(x) for x in xs]
     with np.errstate(all="ignore"):  # random expressions overflow somewhere; timing only
-        return dict(convert=conversion, call=_time(lambda: f(*arrays)))
+        call = _times({"numpy": lambda: f(*arrays)})["numpy"]
+    return dict(convert=conversion, call=call)
+
+
+def measure_training(expr, syms, xs, sympy2jax):
+    """Forward and grad w.r.t. the constants with the expression passed as a jit argument.
+
+    Against the forward call, and the grad w.r.t. the inputs, of the same converter closed over
+    (its constants baked in), all measured in the same rounds.
+    """
+    import equinox as eqx
+
+    names = [str(s) for s in syms]
+    # jaxbridge's Expression is a plain pytree: plain jax.jit; sympy2jax's module needs equinox.
+    models = {
+        "jaxbridge": (jbs.Expression(expr, list(syms)), lambda e, *v: e(*v), jax.jit, jax.grad)
+    }
+    closed = {"jaxbridge": jbs.compile(expr, list(syms))}
+    if sympy2jax is not None:
+        module = sympy2jax.SymbolicModule(expr)
+        call = lambda m, *v: m(**dict(zip(names, v, strict=True)))
+        models["sympy2jax"] = (module, call, eqx.filter_jit, eqx.filter_grad)
+        closed["sympy2jax"] = lambda *v: call(module, *v)
+    fns = {}
+    for name, (model, call, jit, grad) in models.items():
+        forward = jit(call)
+        train = jit(grad(lambda m, *v, call=call: jnp.sum(call(m, *v))))
+        closed_forward = jax.jit(closed[name])
+        closed_grad = jax.jit(jax.grad(lambda *v, f=closed[name]: jnp.sum(f(*v)), argnums=(0,)))
+        fns[name, "closed forward"] = lambda f=closed_forward: f(*xs)
+        fns[name, "closed grad"] = lambda f=closed_grad: f(*xs)
+        fns[name, "argument forward"] = lambda f=forward, m=model: f(m, *xs)
+        fns[name, "argument grad"] = lambda f=train, m=model: f(m, *xs)
+    times = _times(fns)
+    kinds = ("closed forward", "closed grad", "argument forward", "argument grad")
+    return [(name, *(times[name, k] for k in kinds)) for name in models]
 
 
 def main():
@@ -107,18 +172,24 @@ def main():
     xs = [
         jax.random.uniform(k, (POINTS,), minval=0.1, maxval=0.9) for k in jax.random.split(key, 5)
     ]
-    rows = []
+    jax.jit(lambda v: v + 1.0)(xs[0]).block_until_ready()  # one-time backend start-up
+    nan = float("nan")
+    base_name = "lambdify jax cse"
+    print(f"Medians of {REPEAT} interleaved calls on {POINTS:,} points; ratios to {base_name}.")
+    print(
+        f"{'expression':<18}{'method':<18}{'convert s':>10}{'trace s':>9}{'compile s':>10}"
+        f"{'call ms':>9}{'grad ms':>9}{'t+c ratio':>10}{'call ratio':>11}{'grad ratio':>11}",
+        flush=True,
+    )
     for n, shared in sizes:
         expr, syms = make(n, shared)
         label = f"{n} ops{' shared' if shared else ''}"
-        results = {"jaxbridge": measure_jax(lambda: jbs.compile(expr, list(syms)), xs)}
-        # sympy.cse (inside lambdify and sympy2jax's tree walk) is exponential on shared DAGs.
+        converters = {"jaxbridge": lambda: jbs.compile(expr, list(syms))}
+        # sympy.cse (inside lambdify and sympy2jax's tree walk) is exponential on shared DAGs,
+        # and takes minutes on 20,000 operations.
         if not shared and n <= 2000:
-            results["lambdify jax cse"] = measure_jax(
-                lambda: sympy.lambdify(syms, expr, modules="jax", cse=True), xs
-            )
-            results["lambdify numpy"] = measure_numpy(
-                lambda: sympy.lambdify(syms, expr, modules="numpy", cse=True), xs
+            converters["lambdify jax cse"] = lambda: sympy.lambdify(
+                syms, expr, modules="jax", cse=True
             )
             if sympy2jax is not None:
 
@@ -127,24 +198,45 @@ def main():
                     names = [str(s) for s in syms]
                     return lambda *v: mod(**dict(zip(names, v, strict=True)))
 
-                results["sympy2jax"] = measure_jax(s2j, xs)
-        rows.append((label, results))
-    base_name = "lambdify jax cse"
-    print(
-        f"{'expression':<18}{'method':<18}{'convert s':>10}{'trace s':>9}{'compile s':>10}"
-        f"{'call ms':>9}{'grad ms':>9}{'trace+compile ratio':>21}{'call ratio':>11}"
-    )
-    for label, results in rows:
+                converters["sympy2jax"] = s2j
+        results = measure_jax(converters, xs, compile_repeat=1 if n > 2000 else 3)
+        if not shared and n <= 2000:
+            results["lambdify numpy"] = measure_numpy(
+                lambda: sympy.lambdify(syms, expr, modules="numpy", cse=True), xs
+            )
         base = results.get(base_name)
         for name, r in results.items():
-            tc = r.get("trace", float("nan")) + r.get("compile", float("nan"))
-            ratio_tc = tc / (base["trace"] + base["compile"]) if base else float("nan")
-            ratio_call = r["call"] / base["call"] if base else float("nan")
+            if "error" in r:
+                print(f"{label:<18}{name:<18}{r['error']:>10}")
+                continue
+            tc = r.get("trace", nan) + r.get("compile", nan)
+            ratio_tc = tc / (base["trace"] + base["compile"]) if base else nan
+            ratio_call = r["call"] / base["call"] if base else nan
+            ratio_grad = r.get("grad", nan) / base["grad"] if base else nan
             print(
-                f"{label:<18}{name:<18}{r['convert']:>10.3f}{r.get('trace', float('nan')):>9.3f}"
-                f"{r.get('compile', float('nan')):>10.3f}{r['call'] * 1e3:>9.2f}"
-                f"{r.get('grad', float('nan')) * 1e3:>9.2f}{ratio_tc:>21.2f}{ratio_call:>11.2f}"
+                f"{label:<18}{name:<18}{r['convert']:>10.3f}{r.get('trace', nan):>9.3f}"
+                f"{r.get('compile', nan):>10.3f}{r['call'] * 1e3:>9.2f}"
+                f"{r.get('grad', nan) * 1e3:>9.2f}{ratio_tc:>10.2f}{ratio_call:>11.2f}"
+                f"{ratio_grad:>11.2f}",
+                flush=True,
             )
+    n_train = 200 if quick else 2000
+    expr, syms = make(n_train, False)
+    print()
+    print(
+        f"Training constants, {n_train} ops, expression passed as a jit argument; ratios over "
+        "the closed-over forward call (fwd) and grad w.r.t. the first input (grad):"
+    )
+    print(
+        f"{'method':<12}{'fwd ms':>8}{'grad ms':>9}{'arg fwd ms':>11}{'arg grad ms':>12}"
+        f"{'arg fwd/fwd':>12}{'arg grad/fwd':>13}{'arg grad/grad':>14}"
+    )
+    for name, fwd, grad, arg_fwd, arg_grad in measure_training(expr, syms, xs, sympy2jax):
+        print(
+            f"{name:<12}{fwd * 1e3:>8.2f}{grad * 1e3:>9.2f}{arg_fwd * 1e3:>11.2f}"
+            f"{arg_grad * 1e3:>12.2f}{arg_fwd / fwd:>12.2f}{arg_grad / fwd:>13.2f}"
+            f"{arg_grad / grad:>14.2f}"
+        )
 
 
 if __name__ == "__main__":

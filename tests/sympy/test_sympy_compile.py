@@ -25,6 +25,30 @@ def test_batching_broadcasts_leading_dimensions():
     ).shape == (3, 2)
 
 
+def test_unbatched_subexpressions_are_computed_once_not_per_batch_element():
+    # Inputs are brought to the batch rank, not the batch shape: sin(y) and exp(y) of an
+    # unbatched y run on one element, and the result is broadcast where it meets x.
+    f = jbs.compile(sympy.sin(y) * sympy.exp(y) * x + y**2, [x, y])
+    jaxpr = jax.make_jaxpr(f)(jnp.ones(1000), 0.5).jaxpr
+    shapes = {e.primitive.name: e.outvars[0].aval.shape for e in jaxpr.eqns}
+    assert shapes["sin"] == shapes["exp"] == (1,)
+    np.testing.assert_allclose(
+        f(jnp.arange(3.0), 0.5), np.sin(0.5) * np.exp(0.5) * np.arange(3.0) + 0.25, rtol=1e-6
+    )
+    # Mixed batch shapes through Piecewise (double where), a MatrixSymbol and grad.
+    A = sympy.MatrixSymbol("A", 2, 2)
+    g = jbs.compile(
+        [sympy.Piecewise((sympy.sqrt(x), x > 0), (y, True)), sympy.Trace(A) * y], [x, y, A]
+    )
+    xs, a = jnp.array([[-1.0], [4.0]]), jnp.broadcast_to(jnp.eye(2), (3, 2, 2))
+    p, t = g(xs, jnp.arange(3.0), a)
+    assert p.shape == t.shape == (2, 3)
+    np.testing.assert_allclose(p, [[0.0, 1.0, 2.0], [2.0, 2.0, 2.0]])
+    np.testing.assert_allclose(t, [[0.0, 2.0, 4.0]] * 2)
+    grad = jax.grad(lambda v: jnp.sum(g(v, jnp.arange(3.0), a)[0]))(xs)
+    np.testing.assert_allclose(grad, [[0.0], [0.75]])
+
+
 def test_matrix_outputs_get_matrix_dims_last_and_pytrees():
     M = sympy.Matrix([[x, y], [x * y, 1]])
     f = jbs.compile({"m": M, "s": x + y, "a": sympy.Array([x, 2 * x, 3 * x])}, [x, y])

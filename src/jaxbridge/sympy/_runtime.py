@@ -52,13 +52,21 @@ def prepare(
     except ValueError:
         got = ", ".join(f"{n}: {s}" for n, s in zip(names, batch_shapes, strict=True))
         raise ValueError(_errors.BATCH_SHAPES.format(name=name, got=got)) from None
-    # Every input at the full batch shape up front: the printed code then combines arrays of
-    # one rank only, which also holds under `jax_numpy_rank_promotion="raise"`.
+    # Every input at the full batch *rank*, not the full batch shape: leading size-1 dims are a
+    # free reshape and keep `jax_numpy_rank_promotion="raise"` happy, while an unbatched input
+    # stays small, so the subexpressions of unbatched inputs alone are computed once, not once
+    # per batch element. The arithmetic helpers below broadcast sizes only where they differ.
     arrays = [
-        jnp.broadcast_to(a.astype(dtype), batch + tuple(shape))
+        _pad_rank(a if a.dtype == dtype else a.astype(dtype), len(batch) + len(shape))
         for a, shape in zip(arrays, shapes, strict=True)
     ]
     return arrays, batch, dtype
+
+
+def _pad_rank(array: jax.Array, ndim: int) -> jax.Array:
+    if array.ndim == ndim:
+        return array
+    return lax.expand_dims(array, tuple(range(ndim - array.ndim)))
 
 
 def output(value: object, batch: tuple[int, ...], dtype: np.dtype) -> jax.Array:
@@ -133,10 +141,10 @@ def eye(n: int, dtype: np.dtype) -> jax.Array:
     return jnp.eye(n, dtype=dtype)
 
 
-# Arithmetic straight to `lax`: every array the printed code combines has the batch shape and
-# the common dtype, and literals are weak Python floats, so the `jnp` wrappers' promotion
-# checks and nested `jit` (about 150 us per operation when tracing) buy nothing. Anything else
-# (an integer or complex literal, a 0-d constant) takes the `jnp` path.
+# Arithmetic straight to `lax`: arrays of one shape and the common dtype, and weak Python float
+# literals, need none of the `jnp` wrappers' promotion checks (about 150 us per operation when
+# tracing). Anything else (an unbatched input meeting a batched one, an integer or complex
+# literal) takes the `jnp` path, which broadcasts size-1 dimensions at equal rank.
 def _fast(lax_fn, jnp_fn):
     def op(*args):
         try:
