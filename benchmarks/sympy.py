@@ -76,7 +76,7 @@ def _times(fns, repeat=REPEAT):
     return {name: _median(v) for name, v in times.items()}
 
 
-def measure_jax(converters, xs, compile_repeat):
+def measure_jax(converters, xs, compile_repeat, with_grad=True):
     """Conversion, trace, compile, call and grad times of each converter, side by side.
 
     Trace and compile are medians of `compile_repeat` fresh `jax.jit`s, interleaved across the
@@ -104,8 +104,9 @@ def measure_jax(converters, xs, compile_repeat):
     for name, f in fns.items():
         results[name]["trace"] = _median(results[name]["trace"])
         results[name]["compile"] = _median(results[name]["compile"])
-        grad = jax.jit(jax.grad(lambda *v, f=f: jnp.sum(f(*v))))
-        calls[name, "grad"] = lambda grad=grad: grad(*xs)
+        if with_grad:
+            grad = jax.jit(jax.grad(lambda *v, f=f: jnp.sum(f(*v))))
+            calls[name, "grad"] = lambda grad=grad: grad(*xs)
     for (name, kind), t in _times(calls).items():
         results[name][kind] = t
     return results
@@ -175,6 +176,24 @@ def main():
     jax.jit(lambda v: v + 1.0)(xs[0]).block_until_ready()  # one-time backend start-up
     nan = float("nan")
     base_name = "lambdify jax cse"
+    n_train = 200 if quick else 2000
+    expr, syms = make(n_train, False)
+    print(
+        f"Training constants, {n_train} ops, expression passed as a jit argument; ratios over "
+        "the closed-over forward call (fwd) and grad w.r.t. the first input (grad):"
+    )
+    print(
+        f"{'method':<12}{'fwd ms':>8}{'grad ms':>9}{'arg fwd ms':>11}{'arg grad ms':>12}"
+        f"{'arg fwd/fwd':>12}{'arg grad/fwd':>13}{'arg grad/grad':>14}"
+    )
+    for name, fwd, grad, arg_fwd, arg_grad in measure_training(expr, syms, xs, sympy2jax):
+        print(
+            f"{name:<12}{fwd * 1e3:>8.2f}{grad * 1e3:>9.2f}{arg_fwd * 1e3:>11.2f}"
+            f"{arg_grad * 1e3:>12.2f}{arg_fwd / fwd:>12.2f}{arg_grad / fwd:>13.2f}"
+            f"{arg_grad / grad:>14.2f}"
+        )
+
+    print()
     print(f"Medians of {REPEAT} interleaved calls on {POINTS:,} points; ratios to {base_name}.")
     print(
         f"{'expression':<18}{'method':<18}{'convert s':>10}{'trace s':>9}{'compile s':>10}"
@@ -199,7 +218,11 @@ def main():
                     return lambda *v: mod(**dict(zip(names, v, strict=True)))
 
                 converters["sympy2jax"] = s2j
-        results = measure_jax(converters, xs, compile_repeat=1 if n > 2000 else 3)
+        # XLA takes minutes to compile the grad of 20,000 operations (any converter): the
+        # large rows measure conversion, trace, compile and call only.
+        results = measure_jax(
+            converters, xs, compile_repeat=1 if n > 2000 else 3, with_grad=n <= 2000
+        )
         if not shared and n <= 2000:
             results["lambdify numpy"] = measure_numpy(
                 lambda: sympy.lambdify(syms, expr, modules="numpy", cse=True), xs
@@ -220,23 +243,6 @@ def main():
                 f"{ratio_grad:>11.2f}",
                 flush=True,
             )
-    n_train = 200 if quick else 2000
-    expr, syms = make(n_train, False)
-    print()
-    print(
-        f"Training constants, {n_train} ops, expression passed as a jit argument; ratios over "
-        "the closed-over forward call (fwd) and grad w.r.t. the first input (grad):"
-    )
-    print(
-        f"{'method':<12}{'fwd ms':>8}{'grad ms':>9}{'arg fwd ms':>11}{'arg grad ms':>12}"
-        f"{'arg fwd/fwd':>12}{'arg grad/fwd':>13}{'arg grad/grad':>14}"
-    )
-    for name, fwd, grad, arg_fwd, arg_grad in measure_training(expr, syms, xs, sympy2jax):
-        print(
-            f"{name:<12}{fwd * 1e3:>8.2f}{grad * 1e3:>9.2f}{arg_fwd * 1e3:>11.2f}"
-            f"{arg_grad * 1e3:>12.2f}{arg_fwd / fwd:>12.2f}{arg_grad / fwd:>13.2f}"
-            f"{arg_grad / grad:>14.2f}"
-        )
 
 
 if __name__ == "__main__":
