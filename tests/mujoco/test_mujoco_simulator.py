@@ -271,3 +271,13 @@ def test_position_only_outputs_skip_velocity_and_control_directions(x64):
     np.testing.assert_array_equal(lean[1], 0.0)
     np.testing.assert_allclose(full[1], 0.0, atol=1e-9)  # truly independent of the controls
     assert np.abs(lean[0]).max() > 0
+
+
+def test_a_diverging_step_is_nan_not_a_silent_reset(x64):
+    sim = Simulator(arm(), frame_skip=1)
+    good = jnp.asarray(random_states(sim.model, 1, qvel=0.2)[0])
+    bad = good.at[1].set(jnp.nan)
+    out = jax.jit(jax.vmap(sim.step))(jnp.stack([good, bad]), jnp.zeros((2, sim.nu)))
+    assert bool(jnp.isnan(out[1]).all())
+    np.testing.assert_array_equal(out[0], sim.step(good, jnp.zeros(sim.nu)))
+    assert not bool(jnp.isnan(out[0]).any())

@@ -310,8 +310,10 @@ class Simulator:
         """The state after `frame_skip` (or `nstep`) physics steps with control `ctrl` held.
 
         Equal bit for bit (in float64) to `mujoco.mj_setState` then `mj_step` on a fresh
-        `MjData`. A diverging element is reset by MuJoCo, as `mj_step` does; use `rollout` to
-        get a per-element `diverged` flag.
+        `MjData`. An element that diverges (MuJoCo warns and resets it: NaN or Inf in the
+        state or control, an unstable simulation) comes back as all NaN rather than as
+        MuJoCo's reset state, and the other elements are unaffected; test with
+        `jnp.isnan(next_state).any(-1)`, or use `rollout` for a boolean `diverged` flag.
 
         Args:
             state: `(*batch, nstate)` states.
@@ -344,7 +346,12 @@ class Simulator:
 
     def _host_step(self, state: np.ndarray, ctrl: np.ndarray, nstep: int) -> np.ndarray:
         n = self.nstate
-        out = self._engine.rollout(state.reshape(-1, n), ctrl.reshape(-1, 1, self.nu), nstep)[0]
+        out, _, diverged = self._engine.rollout(
+            state.reshape(-1, n), ctrl.reshape(-1, 1, self.nu), nstep
+        )
+        # MuJoCo resets a diverging element to its initial state: a plausible-looking state
+        # that is wrong. NaN cannot pass for a real state, and spares the other elements.
+        out[diverged] = np.nan
         return out.reshape(state.shape)
 
     def _host_step_jacobian(self, state: np.ndarray, ctrl: np.ndarray, nstep: int):
