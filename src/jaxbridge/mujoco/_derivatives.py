@@ -17,6 +17,7 @@ Time, history, plugin state and plasticity are treated as constants (time passes
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 
@@ -172,22 +173,36 @@ def _tangent_mjd(engine: Engine, state: np.ndarray, ctrl: np.ndarray, nstep: int
     return A_out, B_out, C_out, D_out
 
 
+def perturbations(
+    model: Any, layout: Any, qmap: QposMap, state: np.ndarray, ctrl: np.ndarray, n: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Central-difference points: perturbation j of element i is + and - EPS along tangent
+    direction j (positions by `mj_integratePos`, then velocities, activations), or along
+    control j - (2 nv + na). The first `n` directions; `(B, n, 2, nstate)` and `(B, n, 2, nu)`.
+    """
+    nv, nu, nt = model.nv, model.nu, 2 * model.nv + model.na
+    qs, vs, acts = layout.slice("qpos"), layout.slice("qvel"), layout.slice("act")
+    x = np.repeat(state[:, None, None, :], n, axis=1).repeat(2, axis=2)
+    u = np.repeat(ctrl[:, None, None, :], n, axis=1).repeat(2, axis=2)
+    sign = np.array([EPS, -EPS])
+    step = np.zeros((nt + nu, 2, nt + nu))
+    step[np.arange(nt + nu), :, np.arange(nt + nu)] = sign
+    step = step[:n]
+    k = min(n, nv)  # only position directions touch qpos (integrate renormalises quaternions)
+    x[:, :k, :, qs] = qmap.integrate(x[:, :k, :, qs], step[:k, :, :nv])
+    x[:, :, :, vs] += step[..., nv : 2 * nv]
+    x[:, :, :, acts] += step[..., 2 * nv : nt]
+    u += step[..., nt:]
+    return x, u
+
+
 def _tangent_fd(engine: Engine, qmap: QposMap, state: np.ndarray, ctrl: np.ndarray, nstep: int):
     """The same central differences as `mjd_transitionFD`, over one batched rollout."""
     m, L = engine.model, engine.layout
-    nv, na, nu, nt = m.nv, m.na, m.nu, 2 * m.nv + m.na
+    nu, nt = m.nu, 2 * m.nv + m.na
     B, n = state.shape[0], nt + nu
     qs, vs, acts = L.slice("qpos"), L.slice("qvel"), L.slice("act")
-    # Perturbation j of element i: + and - EPS along tangent direction j (or control j - nt).
-    x = np.repeat(state[:, None, None, :], n, axis=1).repeat(2, axis=2)  # (B, n, 2, nstate)
-    u = np.repeat(ctrl[:, None, None, :], n, axis=1).repeat(2, axis=2)
-    sign = np.array([EPS, -EPS])
-    dv = np.zeros((nv, 2, nv))
-    dv[np.arange(nv), :, np.arange(nv)] = sign
-    x[:, :nv, :, qs] = qmap.integrate(x[:, :nv, :, qs], dv)
-    x[:, nv : 2 * nv, :, vs] += np.einsum("jk,s->jsk", np.eye(nv), sign)
-    x[:, 2 * nv : nt, :, acts] += np.einsum("jk,s->jsk", np.eye(na), sign)
-    u[:, nt:, :, :] += np.einsum("jk,s->jsk", np.eye(nu), sign)
+    x, u = perturbations(m, L, qmap, state, ctrl, n)
     states, sensors, _ = engine.rollout(x.reshape(-1, L.nstate), u.reshape(-1, 1, nu), nstep)
     states = states.reshape(B, n, 2, L.nstate)
     sensors = sensors.reshape(B, n, 2, m.nsensordata)

@@ -587,16 +587,7 @@ def _forward_jacobian(sim: Simulator, state: np.ndarray, ctrl: np.ndarray, names
     positions_only = all(k in POSITION_ONLY or k.startswith("contact_") for k in names)
     B, n = state.shape[0], (nv if positions_only else nt + nu)
     qs, vs, acts = L.slice("qpos"), L.slice("qvel"), L.slice("act")
-    x = np.repeat(state[:, None, None, :], n, axis=1).repeat(2, axis=2)  # (B, n, 2, nstate)
-    u = np.repeat(ctrl[:, None, None, :], n, axis=1).repeat(2, axis=2)
-    sign = np.array([eps, -eps])
-    dv = np.zeros((nv, 2, nv))
-    dv[np.arange(nv), :, np.arange(nv)] = sign
-    x[:, :nv, :, qs] = qmap.integrate(x[:, :nv, :, qs], dv)
-    if not positions_only:
-        x[:, nv : 2 * nv, :, vs] += np.einsum("jk,s->jsk", np.eye(nv), sign)
-        x[:, 2 * nv : nt, :, acts] += np.einsum("jk,s->jsk", np.eye(na), sign)
-        u[:, nt:, :, :] += np.einsum("jk,s->jsk", np.eye(nu), sign)
+    x, u = _derivatives.perturbations(m, L, qmap, state, ctrl, n)
     out = sim._engine.forward(x.reshape(-1, L.nstate), u.reshape(-1, nu), names, sim.max_contacts)
     T_in = np.zeros((B, nt, L.nstate))
     T_in[:, :nv, qs] = qmap.qpos_to_tangent(state[:, qs])
