@@ -1,10 +1,12 @@
 """One host call: the host-side trampoline and its lowering into the JAX program.
 
-On CPU the call lowers through `jax.experimental.buffer_callback`: the host function reads
-XLA's input buffers as zero-copy NumPy views and its result is written straight into XLA's
-output buffers. Elsewhere (GPU, where `np.asarray` of a buffer fails, jax#38173), or when asked,
-it lowers through `jax.pure_callback`; `ordered=True` lowers through `jax.experimental.io_callback`.
-All three use `vmap_method="expand_dims"`, so a batch is ONE host call.
+A call is the primitive `host_call_p`. On CPU it lowers through
+`jax.experimental.buffer_callback`: the host function reads XLA's input buffers as zero-copy
+NumPy views and its result is written straight into XLA's output buffers. Elsewhere (GPU, where
+`np.asarray` of a buffer fails, jax#38173), over several devices under plain jit, or when asked,
+it lowers through `jax.pure_callback`. `ordered=True` uses `jax.experimental.io_callback` with a
+`custom_vmap`. Batching follows the expand_dims convention (the batch is the leading
+dimensions, size 1 where an operand is unbatched), so a batch is ONE host call.
 """
 
 from __future__ import annotations
