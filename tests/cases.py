@@ -80,3 +80,19 @@ CASES = [
 ]
 
 STRATEGIES = ["sequential", "vectorized"]
+EXECUTORS = ["threads", "threads-vec", "processes", "processes-vec"]
+
+
+def make_strategy(name: str, chunk_size: int | None = None):
+    """The `vmap=` value for a strategy name of STRATEGIES or EXECUTORS ("-vec": vectorised
+    chunks). Executors of one size share their pools, so building one per test is cheap."""
+    import jaxbridge
+
+    if name in STRATEGIES:
+        return name
+    vectorized = name.endswith("-vec")
+    if name.startswith("threads"):
+        return jaxbridge.Threads(2, chunk_size=chunk_size, vectorized=vectorized)
+    if name.startswith("processes"):
+        return jaxbridge.Processes(2, chunk_size=chunk_size, vectorized=vectorized)
+    raise ValueError(f"unknown strategy {name!r}")

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from test_properties import _executor
+from cases import make_strategy
 
 import jaxbridge
 
@@ -24,20 +24,11 @@ BOUND_S = 120  # generous: 2 cores, first calls compile
 
 
 def strategies() -> list[str]:
-    names = ["sequential", "vectorized"]
-    if _executor("Threads") is not None:
-        names += ["threads", "threads-vec"]
-    if _executor("Processes") is not None:
-        names += ["processes"]
-    return names
+    return ["sequential", "vectorized", "threads", "threads-vec", "processes"]
 
 
 def make(name: str):
-    if name.startswith("threads"):
-        return _executor("Threads")(2, chunk_size=2, vectorized=name.endswith("-vec"))
-    if name == "processes":
-        return _executor("Processes")(2, chunk_size=2)
-    return name
+    return make_strategy(name, chunk_size=2)
 
 
 def physics(q, v, *, dt):

@@ -12,23 +12,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from test_properties import _executor
+from cases import make_strategy
 
 import jaxbridge
 
-STRATEGIES = ["sequential", "vectorized"]
-if _executor("Threads") is not None:
-    STRATEGIES += ["threads"]
-if _executor("Processes") is not None:
-    STRATEGIES += ["processes"]
+STRATEGIES = ["sequential", "vectorized", "threads", "processes"]
 
 
 def make(name: str):
-    if name == "threads":
-        return _executor("Threads")(2, chunk_size=1)
-    if name == "processes":
-        return _executor("Processes")(2, chunk_size=1)
-    return name
+    return make_strategy(name, chunk_size=1)
 
 
 def strided_inputs() -> dict[str, np.ndarray]:

@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from cases import EXECUTORS, STRATEGIES, make_strategy
 from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 from jax import lax
@@ -53,24 +54,9 @@ def examples(n: int) -> Any:
 # --- batching strategies ------------------------------------------------------------------
 
 
-def _executor(name: str) -> Any:
-    found = getattr(jaxbridge, name, None)
-    if found is None:
-        try:
-            from jaxbridge import _executors
-        except ImportError:
-            return None
-        found = getattr(_executors, name, None)
-    return found
-
-
 def _strategy_names() -> list[str]:
-    names = ["sequential", "vectorized"]
-    if _executor("Threads") is not None:
-        names += ["threads", "threads-vec"]
-    if _executor("Processes") is not None:
-        names += ["processes", "processes-vec"]
-    if LARGE and _executor("Ray") is not None:
+    names = [*STRATEGIES, *EXECUTORS]
+    if LARGE:
         try:
             import ray  # noqa: F401
 
@@ -83,19 +69,15 @@ def _strategy_names() -> list[str]:
 STRATEGY_NAMES = _strategy_names()
 
 
-def make_strategy(name: str) -> Any:
+def make_vmap(name: str) -> Any:
     """A `vmap=` value; executors of the same size share their pools across examples."""
-    if name in ("sequential", "vectorized"):
-        return name
-    if name.startswith("threads"):
-        return _executor("Threads")(2, chunk_size=2, vectorized=name.endswith("-vec"))
-    if name.startswith("processes"):
-        return _executor("Processes")(2, vectorized=name.endswith("-vec"))
+    if name != "ray":
+        return make_strategy(name, chunk_size=2 if name.startswith("threads") else None)
     import ray
 
     if not ray.is_initialized():
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    return _executor("Ray")(num_workers=2)
+    return jaxbridge.Ray(num_workers=2)
 
 
 def is_vectorized(name: str) -> bool:
@@ -211,9 +193,7 @@ def test_pytrees_of_every_dtype_and_shape_round_trip(
     rng = np.random.default_rng(seed)
     with jax.enable_x64(x64):
         tree = jax.tree_util.tree_map(lambda s: jnp.asarray(s.value(rng)), spec)
-        f = jaxbridge.host(
-            host_op, static_argnums=1, vmap=make_strategy(strategy), lowering=lowering
-        )
+        f = jaxbridge.host(host_op, static_argnums=1, vmap=make_vmap(strategy), lowering=lowering)
         if where == "eager":
             got, want = f(tree, k, mode), jnp_op(tree, k, mode)
         elif where == "jit":
@@ -287,7 +267,7 @@ def test_nested_vmap_with_random_axes_matches_jax_numpy(stack, strategy, lowerin
         seen.append(all(v.ndim in ndims and v.shape[v.ndim - nd :] == core for v in (x, y)))
         return _core_fn(np, nd)(x, y)
 
-    f = jaxbridge.host(fn, vmap=make_strategy(strategy), lowering=lowering)
+    f = jaxbridge.host(fn, vmap=make_vmap(strategy), lowering=lowering)
     g, ref = f, _core_fn(jnp, nd)
     for axes, out in levels:
         g = jax.vmap(g, in_axes=axes, out_axes=out)
@@ -366,7 +346,7 @@ MAX_ORDER = {"jacobian": 3, "pair": 2, "jvp": 2, "vjp": 2, "central": 2, "forwar
 
 
 def wrap(kind: str, nd: int, strategy: str, lowering: str) -> jaxbridge.Host:
-    opts = dict(vmap=make_strategy(strategy), lowering=lowering)
+    opts = dict(vmap=make_vmap(strategy), lowering=lowering)
     f = functools.partial(f_np, nd=nd)
     if kind == "jacobian":
         # The Jacobian is itself a host function with a rule: second order works, third raises.
@@ -590,7 +570,7 @@ def test_derivative_rules_over_random_pytrees(
         fn = lambda p, c, m: jax.vjp(lambda v: ref(v, mode, n=m), p)[1](c)[0]  # noqa: E731
         return (jax.tree_util.tree_map(np.asarray, batched(fn, box(unbox(b)), ct, n)),)
 
-    opts = dict(vmap=make_strategy(strategy), lowering=lowering)
+    opts = dict(vmap=make_vmap(strategy), lowering=lowering)
     if kind == "jacobian":
         f = jaxbridge.host(host_fn, jacobian=jacobian, **opts)
     elif kind == "pair":

@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from test_properties import _executor
+from cases import make_strategy
 
 import jaxbridge
 
@@ -49,20 +49,11 @@ def bounded(fn, seconds=BOUND_S):
 
 
 def strategies() -> list[str]:
-    names = ["sequential", "vectorized"]
-    if _executor("Threads") is not None:
-        names += ["threads"]
-    if _executor("Processes") is not None:
-        names += ["processes"]
-    return names
+    return ["sequential", "vectorized", "threads", "processes"]
 
 
 def make(name: str):
-    if name == "threads":
-        return _executor("Threads")(2, chunk_size=1)
-    if name == "processes":
-        return _executor("Processes")(2, chunk_size=1)
-    return name
+    return make_strategy(name, chunk_size=1)
 
 
 _inner_jit = jax.jit(lambda x: jnp.tanh(x) * 2)
@@ -153,8 +144,6 @@ def test_ordered_host_function_calling_jax(lowering):
 
 def test_threads_workers_see_the_callers_x64_context():
     """Regression: JAX keeps `enable_x64` per thread; Threads workers take the caller's."""
-    if _executor("Threads") is None:
-        pytest.skip("executors not available")
     seen = []
 
     def fn(x):
@@ -213,8 +202,6 @@ EXIT_SCRIPT = textwrap.dedent(
 def test_interpreter_exit_with_live_pools_is_clean(mode):
     if mode == "ray":
         pytest.importorskip("ray")
-    if _executor("Threads") is None:
-        pytest.skip("executors not available")
     proc = subprocess.run(
         [sys.executable, "-c", EXIT_SCRIPT, mode],
         capture_output=True,
