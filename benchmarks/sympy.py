@@ -13,6 +13,7 @@ import os
 import random
 import sys
 import time
+import warnings
 
 # This file is named sympy.py: keep its folder off the path so `import sympy` finds SymPy.
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -28,14 +29,23 @@ import jaxbridge.sympy as jbs
 POINTS = 100_000
 
 
-def make(n_ops, shared, seed=0):
-    """About n_ops operations over 5 symbols; shared=True reuses subexpressions (a DAG)."""
+def make(n_ops, shared, seed=0, reuse=0):
+    """About n_ops operations over 5 symbols; shared=True reuses subexpressions (a DAG).
+
+    reuse=k builds k subexpressions of n_ops / (2 k) operations first, then a tree of the other
+    half whose leaves are drawn from the symbols and those subexpressions: each is used about
+    n_ops / (6 (5 + k)) times, as sums of products reuse terms after `sympy.diff` or `expand`.
+    """
     rng = random.Random(seed)
     syms = sympy.symbols("x0:5")
     unary = [sympy.sin, sympy.cos, sympy.tanh, sympy.exp]
     M = lambda *a: sympy.Mul(*a, evaluate=False)
     A = lambda *a: sympy.Add(*a, evaluate=False)
-    nodes = list(syms) if shared else [rng.choice(syms) for _ in range(n_ops // 3 + 2)]
+    leaves = list(syms)
+    if reuse:
+        leaves += [make(n_ops // (2 * reuse), False, seed + 1 + k)[0] for k in range(reuse)]
+        n_ops -= n_ops // 2
+    nodes = list(syms) if shared else [rng.choice(leaves) for _ in range(n_ops // 3 + 2)]
     ops = 0
     while ops < n_ops and (shared or len(nodes) > 1):
         if shared:
@@ -76,7 +86,7 @@ def _times(fns, repeat=REPEAT):
     return {name: _median(v) for name, v in times.items()}
 
 
-def measure_jax(converters, xs, compile_repeat, with_grad=True):
+def measure_jax(converters, xs, compile_repeat, with_grad=True, compiler_options=None):
     """Conversion, trace, compile, call and grad times of each converter, side by side.
 
     Trace and compile are medians of `compile_repeat` fresh `jax.jit`s, interleaved across the
@@ -98,14 +108,16 @@ def measure_jax(converters, xs, compile_repeat, with_grad=True):
             lowered = jitted.lower(*xs)
             results[name]["trace"].append(time.perf_counter() - t)
             t = time.perf_counter()
-            compiled = lowered.compile()
+            compiled = lowered.compile(compiler_options)
             results[name]["compile"].append(time.perf_counter() - t)
             calls[name, "call"] = lambda compiled=compiled: compiled(*xs)
     for name, f in fns.items():
         results[name]["trace"] = _median(results[name]["trace"])
         results[name]["compile"] = _median(results[name]["compile"])
         if with_grad:
-            grad = jax.jit(jax.grad(lambda *v, f=f: jnp.sum(f(*v))))
+            grad = jax.jit(
+                jax.grad(lambda *v, f=f: jnp.sum(f(*v))), compiler_options=compiler_options
+            )
             calls[name, "grad"] = lambda grad=grad: grad(*xs)
     for (name, kind), t in _times(calls).items():
         results[name][kind] = t
@@ -177,21 +189,27 @@ def main():
     nan = float("nan")
     base_name = "lambdify jax cse"
     n_train = 200 if quick else 2000
-    expr, syms = make(n_train, False)
+    reuse = 4 if quick else 10
     print(
-        f"Training constants, {n_train} ops, expression passed as a jit argument; ratios over "
-        "the closed-over forward call (fwd) and grad w.r.t. the first input (grad):"
+        f"Training constants, {n_train} ops, the expression passed as a jit argument (arg) or "
+        "closed over; ratios over the closed-over forward call (fwd) and grad w.r.t. the first "
+        f"input (grad). 'tree': no subexpression occurs twice; 'reused': {reuse} "
+        "subexpressions, each used many times."
     )
     print(
-        f"{'method':<12}{'fwd ms':>8}{'grad ms':>9}{'arg fwd ms':>11}{'arg grad ms':>12}"
-        f"{'arg fwd/fwd':>12}{'arg grad/fwd':>13}{'arg grad/grad':>14}"
+        f"{'expression':<12}{'method':<12}{'fwd ms':>8}{'grad ms':>9}{'arg fwd ms':>11}"
+        f"{'arg grad ms':>12}{'arg fwd/fwd':>12}{'arg grad/fwd':>13}{'arg grad/grad':>14}",
+        flush=True,
     )
-    for name, fwd, grad, arg_fwd, arg_grad in measure_training(expr, syms, xs, sympy2jax):
-        print(
-            f"{name:<12}{fwd * 1e3:>8.2f}{grad * 1e3:>9.2f}{arg_fwd * 1e3:>11.2f}"
-            f"{arg_grad * 1e3:>12.2f}{arg_fwd / fwd:>12.2f}{arg_grad / fwd:>13.2f}"
-            f"{arg_grad / grad:>14.2f}"
-        )
+    for label, r in (("tree", 0), ("reused", reuse)):
+        expr, syms = make(n_train, False, reuse=r)
+        for name, fwd, grad, arg_fwd, arg_grad in measure_training(expr, syms, xs, sympy2jax):
+            print(
+                f"{label:<12}{name:<12}{fwd * 1e3:>8.2f}{grad * 1e3:>9.2f}{arg_fwd * 1e3:>11.2f}"
+                f"{arg_grad * 1e3:>12.2f}{arg_fwd / fwd:>12.2f}{arg_grad / fwd:>13.2f}"
+                f"{arg_grad / grad:>14.2f}",
+                flush=True,
+            )
 
     print()
     print(f"Medians of {REPEAT} interleaved calls on {POINTS:,} points; ratios to {base_name}.")
@@ -203,7 +221,19 @@ def main():
     for n, shared in sizes:
         expr, syms = make(n, shared)
         label = f"{n} ops{' shared' if shared else ''}"
-        converters = {"jaxbridge": lambda: jbs.compile(expr, list(syms))}
+        # XLA:CPU's fusion emitter recomputes shared values of programs this large at each use
+        # (jaxbridge.sympy.compile warns): 4,000 shared operations took 75 s a call, not 50 ms.
+        # These rows use the older emitter, as the warning advises.
+        legacy = shared and n > 2000
+        options = {"xla_cpu_use_fusion_emitters": False} if legacy else None
+        name = "jaxbridge legacy*" if legacy else "jaxbridge"
+
+        def convert():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                return jbs.compile(expr, list(syms))
+
+        converters = {name: convert}
         # sympy.cse (inside lambdify and sympy2jax's tree walk) is exponential on shared DAGs,
         # and takes minutes on 20,000 operations.
         if not shared and n <= 2000:
@@ -221,7 +251,11 @@ def main():
         # XLA takes minutes to compile the grad of 20,000 operations (any converter): the
         # large rows measure conversion, trace, compile and call only.
         results = measure_jax(
-            converters, xs, compile_repeat=1 if n > 2000 else 3, with_grad=n <= 2000
+            converters,
+            xs,
+            compile_repeat=1 if n > 2000 else 3,
+            with_grad=n <= 2000,
+            compiler_options=options,
         )
         if not shared and n <= 2000:
             results["lambdify numpy"] = measure_numpy(
@@ -243,6 +277,19 @@ def main():
                 f"{ratio_grad:>11.2f}",
                 flush=True,
             )
+        if base:
+            floor = base["compile"] / (base["trace"] + base["compile"])
+            print(
+                f"{label:<18}XLA's compile of {base_name}'s own program alone is {floor:.2f} of "
+                "its trace+compile: the least t+c ratio any converter emitting the same "
+                "operations can reach.",
+                flush=True,
+            )
+    if not quick:
+        print(
+            "* compiled with compiler_options={'xla_cpu_use_fusion_emitters': False}: XLA:CPU's "
+            "default fusion emitter recomputes the shared values at each use on these rows."
+        )
 
 
 if __name__ == "__main__":

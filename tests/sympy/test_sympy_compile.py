@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -218,3 +219,38 @@ def test_missing_sympy_fails_with_the_fix():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == _errors.NEEDS_SYMPY
+
+
+def _chain(n, shared):
+    """n steps on x: each step uses the previous value once (a tree) or twice (a DAG)."""
+    e = x
+    for k in range(n):
+        c = sympy.Float(1 + k / n)
+        if shared:
+            e = sympy.Add(
+                sympy.Mul(c, e, e, evaluate=False), sympy.sin(e, evaluate=False), evaluate=False
+            )
+        else:
+            e = sympy.sin(sympy.Mul(c, e, evaluate=False), evaluate=False)
+    return e
+
+
+def test_large_expression_with_shared_values_warns_on_cpu_with_the_fix():
+    with pytest.warns(RuntimeWarning, match="xla_cpu_use_fusion_emitters") as record:
+        jbs.compile(_chain(1_000, shared=True), [x])
+    assert "used more than once" in str(record[0].message)
+    assert record[0].filename == __file__  # attributed to the caller's line
+
+
+def test_large_tree_and_small_shared_expressions_do_not_warn():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        jbs.compile(_chain(1_500, shared=False), [x])  # 3,000 operations, each used once
+        jbs.compile(_chain(100, shared=True), [x])
+
+
+def test_the_warnings_workaround_is_a_valid_compiler_option():
+    f = jbs.compile(_chain(5, shared=True), [x])
+    v = jnp.linspace(0.0, 1.0, 8)
+    legacy = jax.jit(f, compiler_options={"xla_cpu_use_fusion_emitters": False})
+    np.testing.assert_allclose(legacy(v), jax.jit(f)(v), rtol=1e-6)
