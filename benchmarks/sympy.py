@@ -74,12 +74,18 @@ def _median(values):
 
 
 def _times(fns, repeat=REPEAT):
-    """Median wall time of each no-argument function, calls interleaved round-robin."""
+    """Median wall time of each no-argument function, calls interleaved in shuffled rounds."""
     for fn in fns.values():
         jax.block_until_ready(fn())
     times = {name: [] for name in fns}
+    order = list(fns)
+    shuffle = random.Random(0).shuffle
     for _ in range(repeat):
-        for name, fn in fns.items():
+        # A fresh order each round: a call right after a heavy one (a grad) runs slower, and a
+        # fixed order would charge that to whichever method comes first.
+        shuffle(order)
+        for name in order:
+            fn = fns[name]
             t = time.perf_counter()
             jax.block_until_ready(fn())
             times[name].append(time.perf_counter() - t)

@@ -207,6 +207,11 @@ def compile(  # noqa: A001 - the public name the issue pins
             free symbols missing from `args`, or non-numeric constants; at call time for
             arguments whose shapes do not match `args` or do not broadcast.
 
+    Warns:
+        RuntimeWarning: on the CPU backend, when the printed program has more than 2,500
+            operations and uses some value twice. XLA:CPU's default fusion emitter recomputes
+            such values at each use; the message names the compiler option that keeps them.
+
     Example:
         >>> import jax, sympy
         >>> import jaxbridge.sympy as jbs
