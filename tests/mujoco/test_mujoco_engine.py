@@ -1,6 +1,6 @@
 """The host side against raw MuJoCo: bit for bit in float64, divergence, threads, Jacobians."""
 
-import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import mujoco
 import numpy as np
@@ -102,16 +102,8 @@ def test_threads_share_an_engine():
     S = random_states(model, 16)
     U = np.random.default_rng(3).uniform(-1, 1, (16, 5, model.nu))
     serial = engine.rollout(S, U, frame_skip)[0]
-    results = [None] * 4
-
-    def work(k):
-        results[k] = engine.rollout(S, U, frame_skip)[0]
-
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda _: engine.rollout(S, U, frame_skip)[0], range(4)))
     for r in results:
         np.testing.assert_array_equal(r, serial)
 

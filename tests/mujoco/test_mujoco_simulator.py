@@ -1,6 +1,6 @@
 """`Simulator` under jit, vmap, scan, grad, jacfwd and jacrev, against raw MuJoCo."""
 
-import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import jax
 import jax.numpy as jnp
@@ -186,16 +186,8 @@ def test_threads_calling_one_jitted_function():
     U = jnp.full((32, 10, model.nu), 0.3)
     f = jax.jit(lambda s, u: sim.rollout(s, u).state)
     serial = f(S, U)
-    results = [None] * 4
-
-    def work(k):
-        results[k] = f(S, U)
-
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda _: f(S, U), range(4)))
     for r in results:
         np.testing.assert_array_equal(r, serial)
 
