@@ -12,6 +12,7 @@ import collections
 import itertools
 import linecache
 import re
+import types
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
@@ -34,9 +35,20 @@ def _is_expr_leaf(x: object) -> bool:
     return isinstance(x, (sympy.Basic, sympy.MatrixBase, NDimArray))
 
 
-def normalize_args(args: Any) -> tuple[list[str], list[tuple[int, ...]], dict, list]:
-    """Names, trailing shapes and the `Leaf` of every input symbol; also the symbol arrays."""
-    if isinstance(args, (sympy.Symbol, sympy.MatrixSymbol)):
+_SCALAR_ARGS = (sympy.Symbol, sympy.Indexed)
+
+
+def normalize_args(
+    args: Any, expr: Any = None, api: str = "compile"
+) -> tuple[list[str], list[tuple[int, ...]], dict, list]:
+    """Names, trailing shapes and the `Leaf` of every input symbol; also the symbol arrays.
+
+    `expr` is needed only for an `IndexedBase` without a shape: its indices give the shape.
+    """
+    if isinstance(args, (set, frozenset)):
+        symbols = ", ".join(sorted(str(a) for a in args))
+        raise TypeError(_errors.ARGS_SET.format(api=api, type=type(args).__name__, symbols=symbols))
+    if isinstance(args, (*_SCALAR_ARGS, sympy.MatrixSymbol, sympy.IndexedBase)):
         args = [args]
     names, shapes, leaves, symbol_arrays = [], [], {}, []
 
@@ -47,12 +59,15 @@ def normalize_args(args: Any) -> tuple[list[str], list[tuple[int, ...]], dict, l
 
     for i, arg in enumerate(args):
         var = f"_a{i}"
-        if isinstance(arg, sympy.Symbol):
+        if isinstance(arg, _SCALAR_ARGS):
             add(arg, Leaf(var, (), 0))
             shape, symbols = (), np.array(arg, dtype=object)
-        elif isinstance(arg, sympy.MatrixSymbol):
-            shape = (int(arg.rows), int(arg.cols))
-            add(arg, Leaf(var, (), 2))
+        elif isinstance(arg, (sympy.MatrixSymbol, sympy.IndexedBase)):
+            if isinstance(arg, sympy.MatrixSymbol):
+                shape = (int(arg.rows), int(arg.cols))
+                add(arg, Leaf(var, (), 2))
+            else:
+                shape = _indexed_shape(arg, expr)
             symbols = np.empty(shape, dtype=object)
             for index in np.ndindex(shape):
                 symbols[index] = arg[index]
@@ -62,7 +77,7 @@ def normalize_args(args: Any) -> tuple[list[str], list[tuple[int, ...]], dict, l
                 symbols = np.array(arg.tolist() if hasattr(arg, "tolist") else arg, dtype=object)
             except (TypeError, ValueError):
                 raise TypeError(_errors.BAD_ARG.format(got=arg, index=i)) from None
-            if symbols.ndim == 0 or not all(isinstance(s, sympy.Symbol) for s in symbols.flat):
+            if symbols.ndim == 0 or not all(isinstance(s, _SCALAR_ARGS) for s in symbols.flat):
                 raise TypeError(_errors.BAD_ARG.format(got=arg, index=i))
             shape = symbols.shape
             for index in np.ndindex(shape):
@@ -71,6 +86,29 @@ def normalize_args(args: Any) -> tuple[list[str], list[tuple[int, ...]], dict, l
         shapes.append(tuple(shape))
         symbol_arrays.append(symbols)
     return names, shapes, leaves, symbol_arrays
+
+
+def _indexed_shape(base: sympy.IndexedBase, expr: Any) -> tuple[int, ...]:
+    """The declared shape of an IndexedBase, or the smallest holding every index used."""
+    if base.shape is not None:
+        return tuple(int(n) for n in base.shape)
+    indices, seen = [], set()
+    stack = [leaf for leaf in jax.tree.leaves(expr, is_leaf=_is_expr_leaf)]
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, sympy.Basic) or node in seen:
+            continue
+        seen.add(node)
+        if isinstance(node, sympy.Indexed) and node.base == base:
+            indices.append(node.indices)
+        stack.extend(node.args)
+    ok = indices and all(
+        len(ix) == len(indices[0]) and all(k.is_Integer and k >= 0 for k in ix) for ix in indices
+    )
+    if not ok:
+        got = ", ".join(sorted({str(base[ix]) for ix in indices})) or "no indices"
+        raise ValueError(_errors.INDEXED_SHAPE.format(base=base, got=got))
+    return tuple(max(int(ix[d]) for ix in indices) + 1 for d in range(len(indices[0])))
 
 
 def _output_code(printer: Printer, leaf: object) -> str:
@@ -89,7 +127,19 @@ def _output_code(printer: Printer, leaf: object) -> str:
     return f"_rt.output({printer.emit(node)}, _bs, _dt)"
 
 
-def _missing_error(missing: set) -> ValueError:
+def _missing_error(missing: set, known: Any) -> ValueError:
+    by_name = {str(s): s for s in known if isinstance(s, sympy.Symbol)}
+    for symbol in sorted(missing, key=str):
+        other = by_name.get(str(symbol))
+        if isinstance(symbol, sympy.Symbol) and other is not None:
+            mine, theirs = symbol.assumptions0, other.assumptions0
+            keys = sorted(set(mine) | set(theirs))
+            diff = "; ".join(
+                f"{k}: {mine.get(k)} in the expression, {theirs.get(k)} in `args`"
+                for k in keys
+                if mine.get(k) != theirs.get(k)
+            )
+            return ValueError(_errors.ASSUMPTIONS.format(symbol=symbol, diff=diff))
     names = sorted(str(s) for s in missing)
     return ValueError(
         _errors.MISSING_SYMBOLS.format(
@@ -122,13 +172,20 @@ def _warn_if_sharing_is_lost(lines: list[str]) -> None:
         )
 
 
-def _generate(expr: Any, args: Any, cse: bool, extra_functions: Mapping | None) -> Callable:
-    names, shapes, leaves, _ = normalize_args(args)
+def _generate(
+    expr: Any,
+    args: Any,
+    cse: bool,
+    extra_functions: Mapping | None,
+    display: Mapping[sympy.Basic, str] | None = None,
+    api: str = "compile",
+) -> Callable:
+    names, shapes, leaves, _ = normalize_args(args, expr, api)
     outputs, treedef = jax.tree.flatten(expr, is_leaf=_is_expr_leaf)
-    printer = Printer(leaves, dict(extra_functions or {}), cse=cse)
+    printer = Printer(leaves, dict(extra_functions or {}), cse=cse, display=dict(display or {}))
     output_codes = [_output_code(printer, leaf) for leaf in outputs]
     if printer.missing:
-        raise _missing_error(printer.missing)
+        raise _missing_error(printer.missing, leaves)
     _warn_if_sharing_is_lost(printer.lines)
     fname = f"jaxbridge_sympy_{next(_counter)}"
     variables = "".join(f"_a{i}, " for i in range(len(shapes)))
@@ -148,7 +205,7 @@ def _generate(expr: Any, args: Any, cse: bool, extra_functions: Mapping | None) 
         "lax": lax,
         "jsp": jsp,
         "_rt": _runtime,
-        "_name": "jaxbridge.sympy.compile(...)",
+        "_name": f"jaxbridge.sympy.{api}(...)",
         "_names": names,
         "_shapes": shapes,
         **printer.namespace,
@@ -159,6 +216,16 @@ def _generate(expr: Any, args: Any, cse: bool, extra_functions: Mapping | None) 
     def compiled(*values):
         return jax.tree.unflatten(treedef, generated(*values))
 
+    def with_functions(replacements: Mapping[int, Callable]) -> Callable:
+        """The same code with `extra_functions` callables swapped (keyed by `id` of the old)."""
+        rebound = dict(namespace)
+        for name, value in printer.namespace.items():
+            if id(value) in replacements:
+                rebound[name] = replacements[id(value)]
+        fn = types.FunctionType(generated.__code__, rebound, fname)
+        return lambda *values: jax.tree.unflatten(treedef, fn(*values))
+
+    compiled.with_functions = with_functions  # type: ignore[attr-defined]
     compiled.__name__ = compiled.__qualname__ = fname
     compiled.__doc__ = f"Compiled from SymPy; arguments ({', '.join(names)})."
     compiled.source = source  # type: ignore[attr-defined]

@@ -87,3 +87,49 @@ SHARING_ON_CPU = (
     "`jax.jit(f, compiler_options={{'xla_cpu_use_fusion_emitters': False}})`, or "
     "XLA_FLAGS=--xla_cpu_use_fusion_emitters=false for the whole program."
 )
+
+REAL_ONLY = (
+    "`jaxbridge.sympy.compile`: `{func}` is defined for real arguments only; got a {dtype} "
+    "argument. Pass real values, or compile `{func}` of `re(...)`/`Abs(...)` of the argument."
+)
+
+NO_COMPLEX = (
+    "`jaxbridge.sympy.compile`: `{func}` has no complex implementation (neither SciPy nor "
+    "mpmath computes it off the real line); got a {dtype} argument. Pass real values."
+)
+
+NO_HOST = (
+    "`jaxbridge.sympy.compile`: no host implementation of `{func}` with {n} argument(s) (in "
+    "`{node}`). Pass one with `extra_functions={{{func}: jax_callable}}`."
+)
+
+INTEGRAL = (
+    "`jaxbridge.sympy.compile`: `{node}` is an unevaluated integral, which has no JAX "
+    "translation. Evaluate it first (`expr.doit()`), or replace it by a function of its free "
+    "symbols and pass that function through `extra_functions`: "
+    "`F = sympy.Function('F'); expr = expr.subs(integral, F({symbols}))`, then "
+    "`compile(expr, args, extra_functions={{F: jax_callable}})`."
+)
+
+ARGS_SET = (
+    "`jaxbridge.sympy.{api}(args=...)` must be ordered (a list or tuple); got a `{type}`, "
+    "whose order changes from run to run (PYTHONHASHSEED). Pass `[{symbols}]` in the order "
+    "you will call it."
+)
+
+ASSUMPTIONS = (
+    "`{symbol}` in the expression is not the `{symbol}` of `args`: same name, different "
+    "assumptions ({diff}). SymPy treats them as different symbols; build both with the same "
+    "assumptions (`sympy.Symbol('{symbol}', ...)`)."
+)
+
+INDEXED_SHAPE = (
+    "`jaxbridge.sympy.compile(args=...)`: `{base}` is an IndexedBase without a shape, and the "
+    "expression does not index it with integer constants ({got}). Give it one: "
+    "`sympy.IndexedBase('{base}', shape=(n,))`."
+)
+
+EXPRESSION_ARGS = (
+    "`jaxbridge.sympy.Expression` takes {n} argument(s) ({names}), in the order of `args`; "
+    "got {got}."
+)

@@ -18,6 +18,7 @@ and sums all of them in one variadic `lax.reduce`, which XLA fuses into a single
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -31,8 +32,7 @@ from sympy.tensor.array import NDimArray
 
 from .._linear import _Fn, linear_call
 from . import _errors
-from ._compile import _is_expr_leaf, normalize_args
-from ._compile import compile as compile_
+from ._compile import _generate, _is_expr_leaf, normalize_args
 
 
 def _hashable(x: Any) -> Any:
@@ -99,49 +99,93 @@ class _Static:
     args: tuple
     params: tuple  # the parameter symbols
     atoms: tuple  # the original constant of each parameter
+    function_keys: tuple = ()  # the SymPy functions of `extra_functions`
+    function_treedef: Any = None  # the pytree structure of their callables
+    function_statics: tuple = ()  # their non-array leaves; None where an array leaf goes
+
+
+class _Slot:
+    """Stands for one `extra_functions` callable in the compiled template (bound per call)."""
+
+    def __init__(self, key: object) -> None:
+        self.key = key
+
+    def __call__(self, *args: Any) -> Any:  # pragma: no cover - always rebound before a call
+        raise AssertionError(f"unbound extra function {self.key}")
 
 
 class _Evaluator:
     """The compiled template of one structure, and its derivative rule for the constants.
 
     `fn(*values, *constants)` takes each constant as its own scalar argument, so a constant
-    broadcast over the batch is an ordinary batched argument of the generated code.
+    broadcast over the batch is an ordinary batched argument of the generated code. The
+    callables of `extra_functions` are pytrees whose array leaves (a network's weights) are
+    arguments too, after the constants: `plain(params, *weights, *values)`.
     """
 
     def __init__(self, static: _Static) -> None:
         tree = jax.tree.unflatten(static.treedef, list(static.templates))
-        self.fn = compile_(tree, [*static.args, *static.params])
+        self.static = static
+        self.slots = [_Slot(k) for k in static.function_keys]
+        display = {p: str(a) for p, a in zip(static.params, static.atoms, strict=True)}
+        self.fn = _generate(
+            tree,
+            [*static.args, *static.params],
+            True,
+            dict(zip(static.function_keys, self.slots, strict=True)),
+            display=display,
+            api="Expression",
+        )
         self.n = len(static.params)
-        self.arg_shapes = normalize_args(static.args)[1]
+        self.m = sum(1 for leaf in static.function_statics if leaf is None)
+        self.arg_shapes = normalize_args(static.args, tree)[1]
         self.with_rule = jax.custom_jvp(self.plain)
         self.with_rule.defjvp(self._jvp, symbolic_zeros=True)
 
-    def __call__(self, params: jax.Array, values: tuple) -> Any:
+    def __call__(self, params: jax.Array, weights: tuple, values: tuple) -> Any:
+        names = [str(a) for a in self.static.args]
+        if len(values) != len(names):
+            raise TypeError(
+                _errors.EXPRESSION_ARGS.format(
+                    n=len(names), names=", ".join(names), got=len(values)
+                )
+            )
         if self.n == 0 or jnp.ndim(params) != 1:
             # No constants, or a stack of parameter vectors built by hand: JAX's own rules.
-            return self.plain(params, *values)
-        return self.with_rule(params, *values)
+            return self.plain(params, *weights, *values)
+        return self.with_rule(params, *weights, *values)
 
-    def plain(self, params: jax.Array, *values: Any) -> Any:
-        return self.fn(*values, *(params[..., k] for k in range(self.n)))
+    def _bound(self, weights: Sequence[Any]) -> Callable[..., Any]:
+        if not self.slots:
+            return self.fn
+        it = iter(weights)
+        leaves = [next(it) if leaf is None else leaf for leaf in self.static.function_statics]
+        functions = jax.tree.unflatten(self.static.function_treedef, leaves)
+        return self.fn.with_functions(  # type: ignore[attr-defined]
+            {id(slot): f for slot, f in zip(self.slots, functions, strict=True)}
+        )
+
+    def plain(self, params: jax.Array, *rest: Any) -> Any:
+        weights, values = rest[: self.m], rest[self.m :]
+        return self._bound(weights)(*values, *(params[..., k] for k in range(self.n)))
 
     def _jvp(self, primals: tuple, tangents: tuple) -> tuple[Any, Any]:
-        params, *values = primals
-        d_params, *d_values = tangents
-        moving = [i for i, d in enumerate(d_values) if not isinstance(d, SymbolicZero)]
+        params, *others = primals
+        d_params, *d_others = tangents
+        moving = [i for i, d in enumerate(d_others) if not isinstance(d, SymbolicZero)]
         if moving:
 
-            def of_values(*moved):
-                full = list(values)
+            def of_others(*moved):
+                full = list(others)
                 for i, v in zip(moving, moved, strict=True):
                     full[i] = v
                 return self.plain(params, *full)
 
             out, t_out = jax.jvp(
-                of_values, tuple(values[i] for i in moving), tuple(d_values[i] for i in moving)
+                of_others, tuple(others[i] for i in moving), tuple(d_others[i] for i in moving)
             )
         else:
-            out = self.plain(params, *values)
+            out = self.plain(params, *others)
             t_out = jax.tree.map(_zero_tangent, out)
         if isinstance(d_params, SymbolicZero):
             return out, t_out
@@ -152,33 +196,35 @@ class _Evaluator:
                 linear_call(
                     _Fn(self._tangent, ""),
                     _Fn(self._cotangent, ""),
-                    [params, *values],
+                    [params, *others],
                     [d_params],
                     avals,
                 )
             )
         else:  # a boolean or integer output has float0 tangents: JAX's own rule
-            t_params = jax.jvp(lambda p: self.plain(p, *values), (params,), (d_params,))[1]
+            t_params = jax.jvp(lambda p: self.plain(p, *others), (params,), (d_params,))[1]
         if not moving:
             return out, t_params
         return out, jax.tree.map(jnp.add, t_out, t_params)
 
     def _tangent(self, params: jax.Array, *rest: Any) -> list[jax.Array]:
         """The outputs' tangent along `d_params`: forward mode, one pass."""
-        *values, d_params = rest
-        _, t = jax.jvp(lambda p: self.plain(p, *values), (params,), (d_params,))
+        *others, d_params = rest
+        _, t = jax.jvp(lambda p: self.plain(p, *others), (params,), (d_params,))
         return jax.tree.leaves(t)
 
     def _cotangent(self, params: jax.Array, *rest: Any) -> list[jax.Array]:
         """The constants' cotangent: per batch element in one reverse pass, then one sum."""
-        values, cts = rest[: len(self.arg_shapes)], rest[len(self.arg_shapes) :]
+        k = len(self.arg_shapes)
+        weights, values, cts = rest[: self.m], rest[self.m : self.m + k], rest[self.m + k :]
         batch = tuple(
             np.broadcast_shapes(
                 *(jnp.shape(v)[: jnp.ndim(v) - len(s)] for v, s in zip(values, self.arg_shapes))
             )
         )
         spread = [jnp.broadcast_to(params[k], batch) for k in range(self.n)]
-        out, pullback = jax.vjp(lambda *c: jax.tree.leaves(self.fn(*values, *c)), *spread)
+        fn = self._bound(weights)
+        out, pullback = jax.vjp(lambda *c: jax.tree.leaves(fn(*values, *c)), *spread)
         per_element = pullback([ct.astype(o.dtype) for ct, o in zip(cts, out, strict=True)])
         if batch:
             # A linear call again, so that the sum (whose variadic `reduce` JAX can neither
@@ -220,20 +266,36 @@ def _evaluator(static: _Static) -> _Evaluator:
     return _Evaluator(static)
 
 
+def _is_array(x: object) -> bool:
+    return isinstance(x, (jax.Array, np.ndarray, np.generic))
+
+
 @jax.tree_util.register_pytree_node_class
 class Expression:
     """A SymPy expression as a JAX pytree: its numeric constants are one trainable leaf.
 
     Args:
         expr: a SymPy expression, Matrix, Array, or a list, tuple or dict of them.
-        args: the input symbols, as for `jaxbridge.sympy.compile`.
+        args: the input symbols, in call order (a list or tuple), as for
+            `jaxbridge.sympy.compile`.
         trainable: "floats" makes every Float a parameter; "all" also the Rationals and
             Integers that are terms or factors (not exponents, orders or bounds), and `pi`
             and `E`. Each distinct value is one parameter, shared by all its occurrences.
+        extra_functions: `{sympy_function: callable}` as for `compile`. A callable that is a
+            pytree (an equinox module, a `jax.tree_util.Partial` carrying a flax model's
+            parameters) is part of this pytree: its array leaves are leaves of the
+            `Expression`, so `grad` and optax train them together with the constants. Its
+            other leaves are static.
 
-    The leaf `params` is a vector in JAX's default float dtype (float32 unless x64). It passes
-    through `jit`, `grad`, `vmap` (a batch of parameter vectors), `jax.custom_vjp` and optax;
-    the structure is static and hashable, so equal expressions share a jit cache entry.
+    The leaves are the parameter vector `params`, in JAX's default float dtype (float32
+    unless x64), then the array leaves of `extra_functions`. They pass through `jit`, `grad`,
+    `vmap` (a batch of parameter vectors), `jax.custom_vjp` and optax; the structure is
+    static and hashable, so equal expressions share a jit cache entry. The expression is
+    compiled when built: a symbol missing from `args` or an unknown function raises here.
+
+    Raises:
+        ValueError: as `compile` does, when built.
+        TypeError: `args` given as a set; at call time, a wrong number of values.
 
     Example:
         >>> import jax, sympy
@@ -254,11 +316,18 @@ class Expression:
     params: jax.Array
 
     def __init__(
-        self, expr: Any, args: Any, *, trainable: Literal["floats", "all"] = "floats"
+        self,
+        expr: Any,
+        args: Any,
+        *,
+        trainable: Literal["floats", "all"] = "floats",
+        extra_functions: Mapping[Any, Callable[..., Any]] | None = None,
     ) -> None:
         if trainable not in ("floats", "all"):
             raise ValueError(_errors.TRAINABLE.format(got=trainable))
-        if isinstance(args, (sympy.Symbol, sympy.MatrixSymbol)):
+        if isinstance(args, (set, frozenset)):
+            normalize_args(args, api="Expression")  # raises, naming the API
+        if isinstance(args, (sympy.Symbol, sympy.MatrixSymbol, sympy.Indexed, sympy.IndexedBase)):
             args = [args]
         leaves, treedef = jax.tree.flatten(expr, is_leaf=_is_expr_leaf)
         atoms: dict[sympy.Basic, sympy.Symbol] = {}
@@ -270,24 +339,44 @@ class Expression:
             else:
                 leaf = _parametrize(leaf, trainable, atoms)
             templates.append(leaf)
+        extra = dict(extra_functions or {})
+        function_leaves, function_treedef = jax.tree.flatten(tuple(extra.values()))
         self._static = _Static(
-            tuple(templates), treedef, _hashable(list(args)), tuple(atoms.values()), tuple(atoms)
+            tuple(templates),
+            treedef,
+            _hashable(list(args)),
+            tuple(atoms.values()),
+            tuple(atoms),
+            tuple(extra),
+            function_treedef,
+            tuple(None if _is_array(leaf) else leaf for leaf in function_leaves),
         )
         self.params = jnp.asarray([float(a) for a in atoms], dtype=jnp.result_type(float))
+        self._weights = tuple(leaf for leaf in function_leaves if _is_array(leaf))
+        _evaluator(self._static)  # compiles now: missing symbols and unknown functions raise
 
-    def tree_flatten(self) -> tuple[tuple[jax.Array], _Static]:
-        return (self.params,), self._static
+    def tree_flatten(self) -> tuple[tuple[Any, ...], _Static]:
+        return (self.params, *self._weights), self._static
 
     @classmethod
     def tree_unflatten(cls, static: _Static, children: tuple) -> Expression:
         obj = object.__new__(cls)
         obj._static = static
         obj.params = children[0]
+        obj._weights = tuple(children[1:])
         return obj
 
     def __call__(self, *values: Any) -> Any:
         """Evaluates at `values`, one per symbol of `args`, in order; batches like `compile`."""
-        return _evaluator(self._static)(self.params, values)
+        return _evaluator(self._static)(self.params, self._weights, values)
+
+    @property
+    def extra_functions(self) -> dict[Any, Callable[..., Any]]:
+        """The `extra_functions` callables, with their current (trained) array leaves."""
+        it = iter(self._weights)
+        leaves = [next(it) if leaf is None else leaf for leaf in self._static.function_statics]
+        functions = jax.tree.unflatten(self._static.function_treedef, leaves)
+        return dict(zip(self._static.function_keys, functions, strict=True))
 
     @property
     def args(self) -> tuple:

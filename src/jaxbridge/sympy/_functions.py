@@ -9,21 +9,20 @@ float32 at z=0.5), runs on the host in float64 with SciPy or mpmath: `p.host(...
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
-import numpy as np
+import jax
+import jax.numpy as jnp
+import jax.scipy.special as jsp
 import sympy
 
-from . import _errors
+from . import _errors, _special
 
-Rule = Callable[[sympy.Basic, list[str], object], str]
+Rule = Callable[[sympy.Basic, list[str], Any], str]
 
 
 def _template(text: str) -> Rule:
     return lambda node, codes, p: text.format(*codes)
-
-
-def _reduce(op: str) -> Rule:
-    return lambda node, codes, p: f"_rt.reduce({op!r}, {', '.join(codes)})"
 
 
 def _integer_order(node: sympy.Basic, order: sympy.Basic) -> int:
@@ -32,40 +31,94 @@ def _integer_order(node: sympy.Basic, order: sympy.Basic) -> int:
     return int(order)
 
 
-def _polygamma(node, codes, p):
-    return f"jsp.polygamma({_integer_order(node, node.args[0])}, {codes[1]})"
+def _native(fn: Callable[..., object]) -> Rule:
+    """A function JAX computes for real arguments; complex ones go to the host fallback."""
+
+    def rule(node: sympy.Basic, codes: list[str], p: Any) -> str:
+        native = p.register("_n", fn)
+        return f"_rt.special({native}, {p.host_name(node)}, {', '.join(codes)})"
+
+    return rule
 
 
-def _heaviside(node, codes, p):
+def _real_only(fn: Callable[..., object]) -> Rule:
+    """A function defined for real arguments only: a complex one raises, naming it."""
+
+    def rule(node: sympy.Basic, codes: list[str], p: Any) -> str:
+        native = p.register("_n", fn)
+        name = getattr(node.func, "__name__", str(node.func))
+        return f"_rt.real_only({name!r}, {native}, {', '.join(codes)})"
+
+    return rule
+
+
+def _polygamma(node: sympy.Basic, codes: list[str], p: Any) -> str:
+    order = _integer_order(node, node.args[0])
+    return _native(lambda n, x: jsp.polygamma(order, x))(node, codes, p)
+
+
+def _heaviside(node: sympy.Basic, codes: list[str], p: Any) -> str:
     h0 = codes[1] if len(codes) > 1 else "0.5"
-    return f"jnp.heaviside({codes[0]}, {h0})"
+    return _real_only(jnp.heaviside)(node, [codes[0], h0], p)
 
 
-def _besseli(node, codes, p):
+def _besseli(node: sympy.Basic, codes: list[str], p: Any) -> str:
     order = node.args[0]
     if order == 0:
-        return f"jsp.i0({codes[1]})"
+        return _native(lambda n, x: jsp.i0(x))(node, codes, p)
     if order == 1 or order == -1:
-        return f"jsp.i1({codes[1]})"
+        return _native(lambda n, x: jsp.i1(x))(node, codes, p)
     return p.host(node, codes)
 
 
-def _expint(node, codes, p):
+def _expint(node: sympy.Basic, codes: list[str], p: Any) -> str:
     order = node.args[0]
     if order.is_Integer and order >= 0:
-        return f"jsp.expn({int(order)}, {codes[1]})"
+        n = int(order)
+        return _native(lambda _, x: jsp.expn(n, x))(node, codes, p)
     return p.host(node, codes)
 
 
-def _zeta(node, codes, p):
+def _zeta(node: sympy.Basic, codes: list[str], p: Any) -> str:
     # jsp.zeta is the Hurwitz zeta for s > 1 only; Riemann zeta(s) for every s is SciPy's.
     if len(codes) == 2:
-        return f"jsp.zeta({codes[0]}, {codes[1]})"
+        return _native(jsp.zeta)(node, codes, p)
     return p.host(node, codes)
 
 
-def _host(node, codes, p):
+def _host(node: sympy.Basic, codes: list[str], p: Any) -> str:
     return p.host(node, codes)
+
+
+def _loggamma(x: jax.Array) -> jax.Array:
+    # gammaln is log|gamma|; below zero loggamma is complex (a pole at the integers).
+    below = jnp.where(x == jnp.floor(x), jnp.inf, jnp.nan)
+    return jnp.where(x < 0, below, jsp.gammaln(x))
+
+
+def _erfcinv(x: jax.Array) -> jax.Array:
+    return -jsp.ndtri(x / 2.0) / jnp.sqrt(2.0)
+
+
+def _sinc_derivative(node: sympy.Basic, codes: list[str], p: Any) -> str:
+    order = _integer_order(node, node.args[0])
+    return f"_rt.sinc_derivative({order}, {codes[1]})"
+
+
+class SincDerivative(sympy.Function):
+    """The n-th derivative of `sinc`, printed as JAX's `sinc` series (finite at 0).
+
+    `derivatives="symbolic"` differentiates `sinc` through this function: SymPy's own
+    derivative, `cos(x)/x - sin(x)/x**2`, is NaN at 0.
+    """
+
+    nargs = 2
+
+    def fdiff(self, argindex: int = 1) -> sympy.Basic:
+        n, x = self.args
+        if argindex == 2:
+            return SincDerivative(n + 1, x)
+        return sympy.S.Zero  # the order is an integer constant
 
 
 NATIVE: dict[type, Rule] = {
@@ -84,7 +137,7 @@ NATIVE: dict[type, Rule] = {
     sympy.acot: _template("jnp.arctan(1.0 / {0})"),
     sympy.asec: _template("jnp.arccos(1.0 / {0})"),
     sympy.acsc: _template("jnp.arcsin(1.0 / {0})"),
-    sympy.atan2: _template("jnp.arctan2({0}, {1})"),
+    sympy.atan2: _real_only(jnp.arctan2),
     sympy.sinh: _template("_rt.sinh({0})"),
     sympy.cosh: _template("_rt.cosh({0})"),
     sympy.tanh: _template("_rt.tanh({0})"),
@@ -98,15 +151,16 @@ NATIVE: dict[type, Rule] = {
     sympy.asech: _template("jnp.arccosh(1.0 / {0})"),
     sympy.acsch: _template("jnp.arcsinh(1.0 / {0})"),
     sympy.sinc: _template("jnp.sinc({0} / jnp.pi)"),
+    SincDerivative: _sinc_derivative,
     # Piecewise-linear and complex parts.
     sympy.Abs: _template("jnp.abs({0})"),
     sympy.sign: _template("jnp.sign({0})"),
-    sympy.floor: _template("jnp.floor({0})"),
-    sympy.ceiling: _template("jnp.ceil({0})"),
-    sympy.frac: _template("({0} - jnp.floor({0}))"),
-    sympy.Mod: _template("jnp.mod({0}, {1})"),
-    sympy.Min: _reduce("minimum"),
-    sympy.Max: _reduce("maximum"),
+    sympy.floor: _real_only(jnp.floor),
+    sympy.ceiling: _real_only(jnp.ceil),
+    sympy.frac: _real_only(lambda x: x - jnp.floor(x)),
+    sympy.Mod: _real_only(jnp.mod),
+    sympy.Min: _real_only(lambda *a: _reduce_values(jnp.minimum, a)),
+    sympy.Max: _real_only(lambda *a: _reduce_values(jnp.maximum, a)),
     sympy.re: _template("jnp.real({0})"),
     sympy.im: _template("jnp.imag({0})"),
     sympy.arg: _template("jnp.angle({0})"),
@@ -114,114 +168,80 @@ NATIVE: dict[type, Rule] = {
     sympy.Heaviside: _heaviside,
     sympy.DiracDelta: lambda node, codes, p: f"_rt.dirac_delta({codes[0]})",
     sympy.KroneckerDelta: _template("jnp.where({0} == {1}, 1.0, 0.0)"),
-    # Special functions JAX computes well (checked against SciPy in float32 and float64).
-    sympy.erf: _template("jsp.erf({0})"),
-    sympy.erfc: _template("jsp.erfc({0})"),
-    sympy.erfinv: _template("jsp.erfinv({0})"),
-    sympy.erfcinv: _template("(-jsp.ndtri({0} / 2.0) / jnp.sqrt(2.0))"),
-    sympy.erf2: _template("(jsp.erf({1}) - jsp.erf({0}))"),
-    sympy.gamma: _template("jsp.gamma({0})"),
-    sympy.loggamma: _template("jsp.gammaln({0})"),
-    sympy.digamma: _template("jsp.digamma({0})"),
-    sympy.trigamma: _template("jsp.polygamma(1, {0})"),
+    # Special functions JAX computes well for real arguments (checked against SciPy in float32
+    # and float64); complex arguments go to SciPy or mpmath on the host.
+    sympy.erf: _native(jsp.erf),
+    sympy.erfc: _native(jsp.erfc),
+    sympy.erfinv: _real_only(jsp.erfinv),
+    sympy.erfcinv: _real_only(_erfcinv),
+    sympy.erf2: _native(lambda a, b: jsp.erf(b) - jsp.erf(a)),
+    sympy.gamma: _template("jsp.gamma({0})"),  # complex too
+    sympy.loggamma: _native(_loggamma),
+    sympy.digamma: _native(jsp.digamma),
+    sympy.trigamma: _native(lambda x: jsp.polygamma(1, x)),
     sympy.polygamma: _polygamma,
-    sympy.beta: _template("jsp.beta({0}, {1})"),
-    sympy.factorial: _template("jsp.gamma({0} + 1.0)"),
-    sympy.RisingFactorial: _template("jsp.poch({0}, {1})"),
-    sympy.FallingFactorial: _template("jsp.poch({0} - {1} + 1.0, {1})"),
-    sympy.lowergamma: _template("(jsp.gammainc({0}, {1}) * jsp.gamma({0}))"),
-    sympy.uppergamma: _template("(jsp.gammaincc({0}, {1}) * jsp.gamma({0}))"),
+    sympy.beta: _native(jsp.beta),
+    sympy.factorial: _template("jsp.gamma({0} + 1.0)"),  # complex too
+    sympy.RisingFactorial: _native(jsp.poch),
+    sympy.FallingFactorial: _native(lambda x, k: jsp.poch(x - k + 1.0, k)),
+    sympy.lowergamma: _native(lambda a, x: jsp.gammainc(a, x) * jsp.gamma(a)),
+    sympy.uppergamma: _native(lambda a, x: jsp.gammaincc(a, x) * jsp.gamma(a)),
     sympy.zeta: _zeta,
-    sympy.Ei: _template("jsp.expi({0})"),
-    sympy.li: _template("jsp.expi(jnp.log({0}))"),
+    sympy.Ei: _native(jsp.expi),
+    sympy.li: _native(lambda x: jsp.expi(jnp.log(x))),
     sympy.expint: _expint,
     sympy.besseli: _besseli,
     # Only on the host: SciPy or mpmath in float64, derivatives from sympy.diff.
-    sympy.besselj: _host,
-    sympy.bessely: _host,
-    sympy.besselk: _host,
-    sympy.jn: _host,
-    sympy.yn: _host,
-    sympy.LambertW: _host,
-    sympy.elliptic_k: _host,
-    sympy.elliptic_e: _host,
-    sympy.elliptic_f: _host,
-    sympy.hyper: _host,
-    sympy.erfi: _host,
-    sympy.Si: _host,
-    sympy.Ci: _host,
-    sympy.Shi: _host,
-    sympy.Chi: _host,
-    sympy.airyai: _host,
-    sympy.airybi: _host,
-    sympy.airyaiprime: _host,
-    sympy.airybiprime: _host,
-    sympy.fresnels: _host,
-    sympy.fresnelc: _host,
+    **{
+        func: _host
+        for func in (
+            sympy.besselj,
+            sympy.bessely,
+            sympy.besselk,
+            sympy.jn,
+            sympy.yn,
+            sympy.LambertW,
+            sympy.elliptic_k,
+            sympy.elliptic_e,
+            sympy.elliptic_f,
+            sympy.elliptic_pi,
+            sympy.hyper,
+            sympy.erfi,
+            sympy.Si,
+            sympy.Ci,
+            sympy.Shi,
+            sympy.Chi,
+            sympy.airyai,
+            sympy.airybi,
+            sympy.airyaiprime,
+            sympy.airybiprime,
+            sympy.fresnels,
+            sympy.fresnelc,
+        )
+    },
 }
 
 
-def _mp(fn: Callable) -> Callable:
-    """An mpmath function, elementwise over NumPy arrays, as float64."""
-    import mpmath
-
-    vectorized = np.frompyfunc(lambda *a: float(mpmath.re(fn(*a))), fn.__code__.co_argcount, 1)
-    return lambda *arrays: vectorized(*arrays).astype(np.float64)
-
-
-def _hyper_numpy(p: int, q: int) -> Callable:
-    import mpmath
-    import scipy.special as sc
-
-    if (p, q) == (0, 1):
-        return sc.hyp0f1
-    if (p, q) == (1, 1):
-        return sc.hyp1f1
-    if (p, q) == (2, 1):
-        return sc.hyp2f1
-    vectorized = np.frompyfunc(
-        lambda *a: float(mpmath.re(mpmath.hyper(a[:p], a[p : p + q], a[-1]))), p + q + 1, 1
-    )
-    return lambda *arrays: vectorized(*arrays).astype(np.float64)
+def _reduce_values(fn: Callable, values: tuple) -> jax.Array:
+    result = values[0]
+    for v in values[1:]:
+        result = fn(result, v)
+    return result
 
 
-def host_numpy(node: sympy.Basic) -> Callable:
+_TABLE: dict[tuple[type, int], _special.Implementation] = {}
+
+
+def implementation(node: sympy.Basic) -> _special.Implementation:
     """The NumPy-level implementation of a host-fallback function, by SymPy class and arity."""
-    import mpmath
-    import scipy.special as sc
-
-    func, n = node.func, len(node.args)
-    if func is sympy.hyper:
-        return _hyper_numpy(len(node.args[0]), len(node.args[1]))
-    if func is sympy.expint:
-        return _mp(lambda nu, z: mpmath.expint(nu, z))
-    table: dict[tuple[type, int], Callable] = {
-        (sympy.besselj, 2): sc.jv,
-        (sympy.bessely, 2): sc.yv,
-        (sympy.besseli, 2): sc.iv,
-        (sympy.besselk, 2): sc.kv,
-        (sympy.jn, 2): lambda n_, z: sc.spherical_jn(np.asarray(n_).astype(int), z),
-        (sympy.yn, 2): lambda n_, z: sc.spherical_yn(np.asarray(n_).astype(int), z),
-        (sympy.LambertW, 1): lambda x: sc.lambertw(x).real,
-        (sympy.LambertW, 2): lambda x, k: sc.lambertw(x, np.asarray(k).astype(int)).real,
-        (sympy.elliptic_k, 1): sc.ellipk,
-        (sympy.elliptic_e, 1): sc.ellipe,
-        (sympy.elliptic_e, 2): sc.ellipeinc,
-        (sympy.elliptic_f, 2): sc.ellipkinc,
-        (sympy.zeta, 1): sc.zeta,
-        (sympy.erfi, 1): sc.erfi,
-        (sympy.Si, 1): lambda x: sc.sici(x)[0],
-        (sympy.Ci, 1): lambda x: sc.sici(x)[1],
-        (sympy.Shi, 1): lambda x: sc.shichi(x)[0],
-        (sympy.Chi, 1): lambda x: sc.shichi(x)[1],
-        (sympy.airyai, 1): lambda x: sc.airy(x)[0],
-        (sympy.airyaiprime, 1): lambda x: sc.airy(x)[1],
-        (sympy.airybi, 1): lambda x: sc.airy(x)[2],
-        (sympy.airybiprime, 1): lambda x: sc.airy(x)[3],
-        (sympy.fresnels, 1): lambda x: sc.fresnel(x)[0],
-        (sympy.fresnelc, 1): lambda x: sc.fresnel(x)[1],
-    }
-    return table[(func, n)]
+    if node.func is sympy.hyper:
+        return _special.hyper(len(node.args[0]), len(node.args[1]))
+    if not _TABLE:
+        _TABLE.update(_special.table())
+    key = (node.func, len(node.args))
+    if key not in _TABLE:
+        raise ValueError(_errors.NO_HOST.format(func=key[0].__name__, n=key[1], node=node))
+    return _TABLE[key]
 
 
 def host_arguments(node: sympy.Basic) -> list[sympy.Basic]:

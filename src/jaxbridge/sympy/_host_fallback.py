@@ -1,43 +1,38 @@
 """Functions JAX lacks, run on the host, with derivatives from `sympy.diff`.
 
 Each host function is a `jax.custom_jvp` whose primal is one host call on SciPy or mpmath (in
-float64, cast back to the input dtype) and whose tangent is the symbolic partial derivative,
-compiled by `jaxbridge.sympy.compile` like any other expression: itself native JAX where it can
-be, another host fallback where it cannot. So it works under jit, vmap, grad and at any order.
+float64 or complex128, cast back to the input dtype) and whose tangent is the symbolic partial
+derivative, compiled by `jaxbridge.sympy.compile` like any other expression: itself native JAX
+where it can be, another host fallback where it cannot. So it works under jit, vmap, grad and
+at any order. Complex arguments give the complex value (`_special`); a real argument whose
+value is complex gives NaN.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import sympy
 
-from . import _errors, _functions, _runtime
+from . import _errors, _functions, _runtime, _special
 
 
-def _host_call(fn: Callable[..., np.ndarray], args: list[jax.Array]) -> jax.Array:
-    """The one place a host call happens: `jaxbridge.host`, vectorised over a batch."""
-    args = list(jnp.broadcast_arrays(*args))
-    if fn not in _HOSTS:
-        _HOSTS[fn] = _wrap(fn)
-    return _HOSTS[fn](*args)
-
-
-def _wrap(fn: Callable[..., np.ndarray]) -> Callable[..., jax.Array]:
+def _wrap(impl: _special.Implementation, name: str) -> Callable[..., jax.Array]:
     from jaxbridge import host
 
     def on_host(*arrays: np.ndarray) -> np.ndarray:
-        dtype = arrays[0].dtype
-        arrays = [np.asarray(a, np.float64) for a in arrays]
-        shape = np.broadcast_shapes(*(a.shape for a in arrays))
-        with np.errstate(all="ignore"):
-            value = np.asarray(fn(*arrays), np.float64)
-        return np.broadcast_to(value, shape).astype(dtype)
+        dtype = arrays[0].dtype  # every argument has it: `call` casts them
+        is_complex = bool(np.issubdtype(dtype, np.complexfloating))
+        work = np.complex128 if is_complex else np.float64
+        broadcast = np.broadcast_arrays(*(np.asarray(a, work) for a in arrays))
+        value = _special.evaluate(impl, broadcast, is_complex)
+        return np.broadcast_to(value, broadcast[0].shape).astype(dtype)
 
-    on_host.__name__ = getattr(fn, "__name__", "special_function")
+    on_host.__name__ = name
     # vmap="vectorized": a batch is one host call on stacked arrays, not a loop; the
     # result has the (broadcast) shape and dtype of the arguments, so no probe call runs.
     return host(
@@ -47,56 +42,46 @@ def _wrap(fn: Callable[..., np.ndarray]) -> Callable[..., jax.Array]:
     )
 
 
-_HOSTS: dict[Callable, Callable[..., jax.Array]] = {}
-
-
-def _partials(n: int, builder: Callable) -> tuple[Callable | None, ...]:
-    """Compiled partial derivatives of the host function, one per argument (None: unavailable)."""
+def _partial(n: int, builder: Callable[..., sympy.Basic], i: int) -> Callable | None:
+    """The compiled partial derivative in argument `i` (None: SymPy or we cannot compute it)."""
     from ._compile import compile as compile_
 
     dummies = sympy.symbols(f"_a0:{n}", real=True)
-    node = builder(*dummies)
-    partials = []
-    for d in dummies:
-        derivative = sympy.diff(node, d)
-        if derivative.has(sympy.Derivative):
-            partials.append(None)
-        else:
-            partials.append(compile_(derivative, list(dummies)))
-    return tuple(partials)
+    derivative = sympy.diff(builder(*dummies), dummies[i])
+    if derivative.has(sympy.Derivative, sympy.Subs):
+        return None
+    try:
+        return compile_(derivative, list(dummies))
+    except ValueError:  # a function we cannot print (expint's order derivative: meijerg)
+        return None
 
 
-_REGISTRY: dict[tuple, Callable[..., jax.Array]] = {}
-
-
-def make(node: sympy.Basic) -> Callable[..., jax.Array]:
-    """The JAX callable for `node`'s function, taking `_functions.host_arguments(node)`."""
-    key = _functions.host_key(node)
-    if key in _REGISTRY:
-        return _REGISTRY[key]
-    numpy_fn = _functions.host_numpy(node)
+def _build(node: sympy.Basic) -> Callable[..., jax.Array]:
+    """`call(labels, *args)`: the host function of `node`'s class, shared by its nodes."""
+    impl = _functions.implementation(node)
     builder = _functions.host_builder(node)
     n = len(_functions.host_arguments(node))
     name = getattr(node.func, "__name__", str(node.func))
+    host_fn = _wrap(impl, name)
+    partials: dict[int, Callable | None] = {}  # each compiled when first needed
 
-    cache: list[tuple[Callable | None, ...]] = []  # compiled on the first derivative
+    # labels (the printed arguments of the node) are static: they name an argument in errors.
+    @functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
+    def fn(labels: tuple[str, ...], *args: jax.Array) -> jax.Array:
+        return host_fn(*jnp.broadcast_arrays(*args))
 
-    @jax.custom_jvp
-    def fn(*args):
-        return _host_call(numpy_fn, list(args))
-
-    def fn_jvp(primals, tangents):
-        out = fn(*primals)
+    def fn_jvp(labels: tuple[str, ...], primals: tuple, tangents: tuple) -> tuple:
+        out = fn(labels, *primals)
         tangent_out = jnp.zeros_like(out)
-        if not cache:
-            cache.append(_partials(n, builder))
-        partials = cache[0]
-        for i, (t, partial) in enumerate(zip(tangents, partials, strict=True)):
+        for i, t in enumerate(tangents):
             if type(t) is jax.custom_derivatives.SymbolicZero:
                 continue
+            if i not in partials:
+                partials[i] = _partial(n, builder, i)
+            partial = partials[i]
             if partial is None:
                 raise NotImplementedError(
-                    _errors.NO_DERIVATIVE.format(func=name, index=i, arg=f"_a{i}")
+                    _errors.NO_DERIVATIVE.format(func=name, index=i, arg=labels[i])
                 )
             tangent_out = tangent_out + partial(*primals) * t
         return out, tangent_out
@@ -104,12 +89,29 @@ def make(node: sympy.Basic) -> Callable[..., jax.Array]:
     # symbolic_zeros: constant arguments (a Bessel order) need no derivative at all.
     fn.defjvp(fn_jvp, symbolic_zeros=True)
 
-    def call(*args):
+    def call(labels: tuple[str, ...], *args: object) -> jax.Array:
         # Literal arguments (a Bessel order `0`) would be integers with float0 tangents.
         arrays = [jnp.asarray(a) for a in args]
         dtype = _runtime._common_dtype(arrays)
-        return fn(*[a.astype(dtype) for a in arrays])
+        if jnp.issubdtype(dtype, jnp.complexfloating) and impl.complex_ is None:
+            raise TypeError(_errors.NO_COMPLEX.format(func=name, dtype=np.dtype(dtype).name))
+        return fn(labels, *[a.astype(dtype) for a in arrays])
 
     call.__name__ = f"host_{name}"
-    _REGISTRY[key] = call
     return call
+
+
+_REGISTRY: dict[tuple, Callable[..., jax.Array]] = {}
+
+
+def make(node: sympy.Basic, labels: Sequence[str] | None = None) -> Callable[..., jax.Array]:
+    """The JAX callable for `node`, taking `_functions.host_arguments(node)`.
+
+    `labels` name its arguments in errors (the user's expressions); by default, as printed.
+    """
+    key = _functions.host_key(node)
+    if key not in _REGISTRY:
+        _REGISTRY[key] = _build(node)
+    if labels is None:
+        labels = [str(a) for a in _functions.host_arguments(node)]
+    return functools.partial(_REGISTRY[key], tuple(labels))

@@ -47,7 +47,7 @@ class NodeRules:
             if ctx.parent is None:
                 return []
             return [(node, ctx.parent), (ctx.mask, ctx.parent)]
-        if isinstance(node, sympy.MatrixSymbol):
+        if isinstance(node, (sympy.MatrixSymbol, sympy.Indexed)):
             return []  # not an argument: reported as missing
         if node.is_Atom:
             if literal(node) is None and not node.is_Symbol:
@@ -85,9 +85,8 @@ class NodeRules:
                 return [(a, ctx) for a in node.args]
             return [(a, ctx) for a in _functions.host_arguments(node)]
         if isinstance(node, sympy.Integral):
-            from ._printer import unknown_function
-
-            raise unknown_function(node)
+            symbols = ", ".join(sorted(str(s) for s in node.free_symbols))
+            raise ValueError(_errors.INTEGRAL.format(node=node, symbols=symbols))
         return [(a, ctx) for a in node.args]
 
     # Code.
@@ -104,7 +103,7 @@ class NodeRules:
             if not leaf.index:
                 return leaf.var
             return f"{leaf.var}[..., {', '.join(map(str, leaf.index))}]"
-        if isinstance(node, sympy.MatrixSymbol):
+        if isinstance(node, (sympy.MatrixSymbol, sympy.Indexed)):
             self.missing.add(node)
             return "jnp.nan"
         if node.is_Atom:
@@ -134,7 +133,10 @@ class NodeRules:
         if isinstance(node, sympy.Tuple):
             raise ValueError(_errors.BAD_EXPR.format(type="Tuple", value=node))
         if type(node) in _RELATIONAL:
-            return f"jnp.{_RELATIONAL[type(node)]}({codes[0]}, {codes[1]})"
+            op = _RELATIONAL[type(node)]
+            if op in ("equal", "not_equal"):
+                return f"jnp.{op}({codes[0]}, {codes[1]})"
+            return f"_rt.compare({op!r}, {codes[0]}, {codes[1]})"  # real arguments only
         if type(node) in _BOOLEAN:
             return f"_rt.reduce({_BOOLEAN[type(node)]!r}, {', '.join(codes)})"
         if isinstance(node, sympy.Not):

@@ -75,9 +75,15 @@ class Printer(NodeRules):
     """Accumulates the assignments of one generated function."""
 
     def __init__(
-        self, leaves: dict[sympy.Basic, Leaf], extra_functions: dict, cse: bool = True
+        self,
+        leaves: dict[sympy.Basic, Leaf],
+        extra_functions: dict,
+        cse: bool = True,
+        display: dict[sympy.Basic, str] | None = None,
     ) -> None:
         self.leaves = leaves
+        self.display = dict(display or {})  # internal symbols -> the user's names, in errors
+        self._hosts: dict[Hashable, str] = {}
         self.extra_functions = dict(extra_functions or {})
         self.cse = cse
         self.lines: list[str] = []
@@ -111,9 +117,21 @@ class Printer(NodeRules):
             self.namespace[self._names[id(value)]] = value
         return self._names[id(value)]
 
+    def host_name(self, node: sympy.Basic) -> str:
+        """The namespace name of `node`'s host fallback (registered once per node)."""
+        key = ("host", node)
+        if key not in self._hosts:
+            self._hosts[key] = self.register("_h", _host_fallback.make(node, self.labels(node)))
+        return self._hosts[key]
+
     def host(self, node: sympy.Basic, codes: list[str]) -> str:
-        name = self.register("_h", _host_fallback.make(node))
-        return f"{name}({', '.join(codes)})"
+        return f"{self.host_name(node)}({', '.join(codes)})"
+
+    def labels(self, node: sympy.Basic) -> list[str]:
+        """The arguments of a host call as the user wrote them (their symbols, not ours)."""
+        rename = {s: sympy.Symbol(n) for s, n in self.display.items()}
+        args = _functions.host_arguments(node)
+        return [str(a.xreplace(rename)) if rename else str(a) for a in args]
 
     def context(self, parent: Context, piecewise: sympy.Piecewise, k: int) -> Context:
         """The guarded context of branch `k`; the parent itself if the branch is always safe."""

@@ -7,7 +7,8 @@ here, so the generated source stays short and the Python compiler never sees dee
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -135,6 +136,41 @@ def reduce(op: str, *values: object) -> object:
 def dirac_delta(x: jax.Array) -> jax.Array:
     """DiracDelta: zero off the origin, infinite at it."""
     return jnp.where(x == 0, jnp.inf, jnp.zeros_like(x))
+
+
+def special(native: Callable[..., Any], host: Callable[..., Any], *args: Any) -> Any:
+    """`native(*args)` (JAX's real-valued special function), or the host fallback if complex."""
+    if any(jnp.iscomplexobj(a) for a in args):
+        return host(*args)
+    return native(*args)
+
+
+def real_only(name: str, fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args)` for a function defined on the reals only; a complex argument raises."""
+    for a in args:
+        if jnp.iscomplexobj(a):
+            raise TypeError(_errors.REAL_ONLY.format(func=name, dtype=jnp.result_type(a)))
+    return fn(*args)
+
+
+def compare(op: str, a: Any, b: Any) -> jax.Array:
+    """An ordering comparison (Lt, Le, Gt, Ge): defined for real arguments only."""
+    return real_only(_ORDER_NAMES[op], getattr(jnp, op), a, b)
+
+
+_ORDER_NAMES = {"less": "Lt", "less_equal": "Le", "greater": "Gt", "greater_equal": "Ge"}
+
+
+def sinc_derivative(n: int, x: Any) -> jax.Array:
+    """The n-th derivative of sinc(x) = sin(x)/x, through JAX's series rule (finite at 0)."""
+
+    def derivative(g: Callable[[jax.Array], jax.Array]) -> Callable[[jax.Array], jax.Array]:
+        return lambda v: jax.jvp(g, (v,), (jnp.ones_like(v),))[1]
+
+    fn: Callable[[jax.Array], jax.Array] = lambda v: jnp.sinc(v / jnp.pi)  # noqa: E731
+    for _ in range(n):
+        fn = derivative(fn)
+    return fn(jnp.asarray(x))
 
 
 def eye(n: int, dtype: np.dtype) -> jax.Array:
