@@ -127,22 +127,25 @@ def _output_code(printer: Printer, leaf: object) -> str:
     return f"_rt.output({printer.emit(node)}, _bs, _dt)"
 
 
-def _missing_error(missing: set, known: Any) -> ValueError:
+def _missing_error(missing: set, known: Any, api: str) -> ValueError:
     by_name = {str(s): s for s in known if isinstance(s, sympy.Symbol)}
     for symbol in sorted(missing, key=str):
         other = by_name.get(str(symbol))
         if isinstance(symbol, sympy.Symbol) and other is not None:
-            mine, theirs = symbol.assumptions0, other.assumptions0
+            # The assumptions as given (`real=True`), not every one SymPy derives from them.
+            mine = getattr(symbol, "_assumptions_orig", symbol.assumptions0)
+            theirs = getattr(other, "_assumptions_orig", other.assumptions0)
             keys = sorted(set(mine) | set(theirs))
             diff = "; ".join(
                 f"{k}: {mine.get(k)} in the expression, {theirs.get(k)} in `args`"
                 for k in keys
                 if mine.get(k) != theirs.get(k)
             )
-            return ValueError(_errors.ASSUMPTIONS.format(symbol=symbol, diff=diff))
+            return ValueError(_errors.ASSUMPTIONS.format(api=api, symbol=symbol, diff=diff))
     names = sorted(str(s) for s in missing)
     return ValueError(
         _errors.MISSING_SYMBOLS.format(
+            api=api,
             symbols=", ".join(f"`{n}`" for n in names),
             verb="is" if len(names) == 1 else "are",
             them="it" if len(names) == 1 else "them",
@@ -185,7 +188,7 @@ def _generate(
     printer = Printer(leaves, dict(extra_functions or {}), cse=cse, display=dict(display or {}))
     output_codes = [_output_code(printer, leaf) for leaf in outputs]
     if printer.missing:
-        raise _missing_error(printer.missing, leaves)
+        raise _missing_error(printer.missing, leaves, api)
     _warn_if_sharing_is_lost(printer.lines)
     fname = f"jaxbridge_sympy_{next(_counter)}"
     variables = "".join(f"_a{i}, " for i in range(len(shapes)))

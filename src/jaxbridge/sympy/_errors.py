@@ -19,7 +19,7 @@ UNKNOWN_FUNCTION = (
 )
 
 MISSING_SYMBOLS = (
-    "`jaxbridge.sympy.compile`: the expression uses {symbols}, which {verb} not in `args`. "
+    "`jaxbridge.sympy.{api}`: the expression uses {symbols}, which {verb} not in `args`. "
     "Add {them} to `args`, or substitute a value with `expr.subs(...)` first."
 )
 
@@ -118,9 +118,9 @@ ARGS_SET = (
 )
 
 ASSUMPTIONS = (
-    "`{symbol}` in the expression is not the `{symbol}` of `args`: same name, different "
-    "assumptions ({diff}). SymPy treats them as different symbols; build both with the same "
-    "assumptions (`sympy.Symbol('{symbol}', ...)`)."
+    "`jaxbridge.sympy.{api}`: `{symbol}` in the expression is not the `{symbol}` of `args`: "
+    "same name, different assumptions ({diff}). SymPy treats them as different symbols; "
+    "build both with the same assumptions (`sympy.Symbol('{symbol}', ...)`)."
 )
 
 INDEXED_SHAPE = (

@@ -92,13 +92,23 @@ def _build(node: sympy.Basic) -> Callable[..., jax.Array]:
     def call(labels: tuple[str, ...], *args: object) -> jax.Array:
         # Literal arguments (a Bessel order `0`) would be integers with float0 tangents.
         arrays = [jnp.asarray(a) for a in args]
-        dtype = _runtime._common_dtype(arrays)
+        dtype = _dtype(arrays)
         if jnp.issubdtype(dtype, jnp.complexfloating) and impl.complex_ is None:
             raise TypeError(_errors.NO_COMPLEX.format(func=name, dtype=np.dtype(dtype).name))
         return fn(labels, *[a.astype(dtype) for a in arrays])
 
     call.__name__ = f"host_{name}"
     return call
+
+
+def _dtype(arrays: Sequence[jax.Array]) -> np.dtype:
+    """The computing dtype: JAX's promotion, where literals (weakly typed) do not widen it."""
+    inexact = [a for a in arrays if jnp.issubdtype(a.dtype, jnp.inexact)]
+    if not inexact:
+        return _runtime._common_dtype(arrays)
+    # A float literal meets a complex argument: strict promotion refuses to pair them.
+    with jax.numpy_dtype_promotion("standard"):
+        return np.dtype(jnp.result_type(*inexact))
 
 
 _REGISTRY: dict[tuple, Callable[..., jax.Array]] = {}

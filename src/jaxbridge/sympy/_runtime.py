@@ -24,7 +24,9 @@ def _common_dtype(arrays: Sequence[jax.Array]) -> np.dtype:
     inexact = [a.dtype for a in arrays if jnp.issubdtype(a.dtype, jnp.inexact)]
     if not inexact:
         return jnp.result_type(float)
-    return functools.reduce(jnp.promote_types, inexact)
+    # A deliberate promotion (a real and a complex argument meet), also under strict mode.
+    with jax.numpy_dtype_promotion("standard"):
+        return functools.reduce(jnp.promote_types, inexact)
 
 
 def prepare(

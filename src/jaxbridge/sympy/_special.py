@@ -54,6 +54,8 @@ def mp(fn: Callable[..., object]) -> NumpyFn:
     import mpmath
 
     def one(*values: object) -> complex:
+        # A complex argument with no imaginary part as a real: an order mpmath needs integer.
+        values = tuple(v.real if isinstance(v, complex) and v.imag == 0 else v for v in values)
         try:
             return complex(fn(*values))  # pyright: ignore[reportArgumentType] - mpf/mpc
         except (ZeroDivisionError, ValueError, mpmath.libmp.NoConvergence):

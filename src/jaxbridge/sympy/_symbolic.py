@@ -67,7 +67,10 @@ def _partial(expr: sympy.Basic, symbol: sympy.Basic) -> sympy.Basic:
         expr = expr.replace(sympy.sinc, lambda u: _functions.SincDerivative(0, u))
     derivative = sympy.diff(expr, symbol)
     if derivative != 0 and len(_nodes(derivative, _SIMPLIFY_LIMIT)) <= _SIMPLIFY_LIMIT:
-        simplified = sympy.simplify(derivative)
+        try:
+            simplified = sympy.simplify(derivative)
+        except Exception:  # noqa: BLE001 - optional; SymPy 1.14 raises KeyError on Mod(1.0*x, c)
+            simplified = derivative
         # simplify may fold Abs(x)**(2/3) into Abs(x**(2/3)): equal, but NaN in JAX at x < 0.
         if not _branch_points(_nodes(simplified)) - _branch_points(_nodes(derivative)):
             derivative = simplified
@@ -145,7 +148,7 @@ class _Plan:
 
 
 def _float_zeros(x: Any) -> jax.Array:
-    dtype = jnp.result_type(x)
+    dtype = jnp.asarray(x).dtype
     if not jnp.issubdtype(dtype, jnp.inexact):
         dtype = jnp.result_type(float)
     return jnp.zeros(jnp.shape(x), dtype)
@@ -200,8 +203,13 @@ def symbolic(
         sums: list[jax.Array | None] = [None] * len(out_leaves)
         for part in parts:
             for k, t in enumerate(treedef.flatten_up_to(part)):
-                if jnp.issubdtype(jnp.result_type(t), jnp.inexact):
-                    sums[k] = t if sums[k] is None else sums[k] + t
+                o = out_leaves[k]
+                if not jnp.issubdtype(o.dtype, jnp.inexact):
+                    continue
+                if jnp.iscomplexobj(t) and not jnp.iscomplexobj(o):
+                    t = jnp.real(t)  # a real output of complex inputs: its tangent is real
+                t = jnp.asarray(t).astype(o.dtype)
+                sums[k] = t if sums[k] is None else sums[k] + t
         tangent_out = [_tangent_like(o, t) for o, t in zip(out_leaves, sums, strict=True)]
         return out, jax.tree.unflatten(treedef, tangent_out)
 
