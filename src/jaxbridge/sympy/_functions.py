@@ -15,8 +15,10 @@ import jax
 import jax.numpy as jnp
 import jax.scipy.special as jsp
 import sympy
+from sympy.codegen import cfunctions
 
 from . import _errors, _special
+from . import _runtime as _rt
 
 Rule = Callable[[sympy.Basic, list[str], Any], str]
 
@@ -166,7 +168,7 @@ NATIVE: dict[type, Rule] = {
     sympy.arg: _template("jnp.angle({0})"),
     sympy.conjugate: _template("jnp.conj({0})"),
     sympy.Heaviside: _heaviside,
-    sympy.DiracDelta: lambda node, codes, p: f"_rt.dirac_delta({codes[0]})",
+    sympy.DiracDelta: _real_only(lambda x, *k: _rt.dirac_delta(x)),
     sympy.KroneckerDelta: _template("jnp.where({0} == {1}, 1.0, 0.0)"),
     # Special functions JAX computes well for real arguments (checked against SciPy in float32
     # and float64); complex arguments go to SciPy or mpmath on the host.
@@ -191,6 +193,23 @@ NATIVE: dict[type, Rule] = {
     sympy.li: _native(lambda x: jsp.expi(jnp.log(x))),
     sympy.expint: _expint,
     sympy.besseli: _besseli,
+    sympy.harmonic: _native(lambda x: jsp.digamma(x + 1.0) + float(sympy.EulerGamma)),
+    sympy.betainc: _real_only(
+        lambda a, b, x1, x2: jsp.beta(a, b) * (jsp.betainc(a, b, x2) - jsp.betainc(a, b, x1))
+    ),
+    sympy.betainc_regularized: _real_only(
+        lambda a, b, x1, x2: jsp.betainc(a, b, x2) - jsp.betainc(a, b, x1)
+    ),
+    # sympy.codegen.cfunctions, the C99 functions of SymPy's code printers.
+    cfunctions.expm1: _template("jnp.expm1({0})"),
+    cfunctions.log1p: _template("jnp.log1p({0})"),
+    cfunctions.exp2: _template("jnp.exp2({0})"),
+    cfunctions.log2: _template("jnp.log2({0})"),
+    cfunctions.log10: _template("jnp.log10({0})"),
+    cfunctions.Sqrt: _template("_rt.sqrt({0})"),
+    cfunctions.Cbrt: _template("jnp.power({0}, 1.0 / 3.0)"),  # principal: NaN below zero
+    cfunctions.hypot: _real_only(jnp.hypot),
+    cfunctions.fma: _template("({0} * {1} + {2})"),
     # Only on the host: SciPy or mpmath in float64, derivatives from sympy.diff.
     **{
         func: _host
@@ -217,6 +236,8 @@ NATIVE: dict[type, Rule] = {
             sympy.airybiprime,
             sympy.fresnels,
             sympy.fresnelc,
+            sympy.polylog,
+            sympy.dirichlet_eta,
         )
     },
 }

@@ -29,6 +29,7 @@ class Implementation:
 
     real: NumpyFn
     complex_: NumpyFn | None
+    source: str = "SciPy"  # what computes real arguments, as the docs' coverage table says
 
 
 def evaluate(impl: Implementation, arrays: Sequence[np.ndarray], is_complex: bool) -> np.ndarray:
@@ -89,7 +90,7 @@ def _both(scipy_fn: NumpyFn, complex_at: tuple[int, ...], mp_fn: Callable) -> Im
 
 def _mp_only(mp_fn: Callable) -> Implementation:
     fn = mp(mp_fn)
-    return Implementation(fn, fn)
+    return Implementation(fn, fn, "mpmath")
 
 
 def _integer_or_nan(n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -152,7 +153,8 @@ def hyper(p: int, q: int) -> Implementation:
     if (p, q) == (1, 1):
         return _both(sc.hyp1f1, (2,), general)
     if (p, q) == (2, 1):
-        return Implementation(_hyp2f1_real, _scipy_then_mp(sc.hyp2f1, (3,), mp(general)))
+        complex_ = _scipy_then_mp(sc.hyp2f1, (3,), mp(general))
+        return Implementation(_hyp2f1_real, complex_, "SciPy (mpmath for z > 1)")
     return _mp_only(general)
 
 
@@ -228,4 +230,7 @@ def table() -> dict[tuple[type, int], Implementation]:
         (sympy.uppergamma, 2): _mp_only(g(2, mpmath.gammainc)),
         (sympy.RisingFactorial, 2): _mp_only(g(2, mpmath.rf)),
         (sympy.FallingFactorial, 2): _mp_only(g(2, mpmath.ff)),
+        (sympy.harmonic, 1): _mp_only(g(1, mpmath.harmonic)),
+        (sympy.polylog, 2): _mp_only(g(2, mpmath.polylog)),
+        (sympy.dirichlet_eta, 1): _mp_only(g(1, mpmath.altzeta)),
     }

@@ -54,8 +54,10 @@ def _printable(nodes: set[sympy.Basic], extra_functions: Mapping) -> bool:
     for node in nodes:
         if isinstance(node, (sympy.Derivative, sympy.Subs, sympy.Integral)):
             return False
-        if isinstance(node, sympy.Function) and not (
-            node.func in _functions.NATIVE or node.func in extra_functions
+        if (
+            isinstance(node, sympy.Function)
+            and not isinstance(node, sympy.Piecewise)  # a construct of the printer's own
+            and not (node.func in _functions.NATIVE or node.func in extra_functions)
         ):
             return False
     return True
