@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import jax
 import jax.numpy as jnp
@@ -57,7 +57,7 @@ def _is_trainable(atom: sympy.Basic, parent: sympy.Basic | None, trainable: str)
     return atom.is_Rational and isinstance(parent, (sympy.Add, sympy.Mul))
 
 
-def _rebuild(node: sympy.Basic, args: tuple) -> sympy.Basic:
+def _rebuild(node: Any, args: tuple) -> sympy.Basic:
     try:
         return node.func(*args, evaluate=False)
     except TypeError:
@@ -67,7 +67,7 @@ def _rebuild(node: sympy.Basic, args: tuple) -> sympy.Basic:
 def _parametrize(root: sympy.Basic, trainable: str, atoms: dict) -> sympy.Basic:
     """`root` with each trainable constant replaced by its parameter symbol (iteratively)."""
     done: dict[tuple, sympy.Basic] = {}
-    stack = [(root, None, False)]
+    stack: list[tuple[Any, Any, bool]] = [(root, None, False)]
     while stack:
         node, parent, expanded = stack.pop()
         key = (node, type(parent) if parent is not None else None)
@@ -255,7 +255,7 @@ def _spread_over_batch(batch: tuple[int, ...], *cts: jax.Array) -> list[jax.Arra
     return [jnp.broadcast_to(ct, batch) for ct in cts]
 
 
-def _zero_tangent(x: jax.Array) -> jax.Array:
+def _zero_tangent(x: jax.Array) -> Any:
     if jnp.issubdtype(x.dtype, jnp.inexact):
         return jnp.zeros_like(x)
     return np.zeros(x.shape, jax.dtypes.float0)
@@ -351,7 +351,8 @@ class Expression:
             function_treedef,
             tuple(None if _is_array(leaf) else leaf for leaf in function_leaves),
         )
-        self.params = jnp.asarray([float(a) for a in atoms], dtype=jnp.result_type(float))
+        values = [float(cast(Any, a)) for a in atoms]
+        self.params = jnp.asarray(values, dtype=jnp.result_type(float))
         self._weights = tuple(leaf for leaf in function_leaves if _is_array(leaf))
         _evaluator(self._static)  # compiles now: missing symbols and unknown functions raise
 
@@ -402,6 +403,6 @@ class Expression:
         return jax.tree.unflatten(self._static.treedef, leaves)
 
     def __repr__(self) -> str:
-        if isinstance(self.params, jax.core.Tracer):
+        if isinstance(self.params, jax.core.Tracer):  # pyright: ignore[reportAttributeAccessIssue] - jax.core is public
             return f"Expression(<{len(self._static.params)} traced params>, args={self.args})"
         return f"Expression({self.to_sympy()!r}, args={list(self.args)!r})"

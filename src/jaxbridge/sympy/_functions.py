@@ -9,7 +9,7 @@ float32 at z=0.5), runs on the host in float64 with SciPy or mpmath: `p.host(...
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import jax
 import jax.numpy as jnp
@@ -27,7 +27,7 @@ def _template(text: str) -> Rule:
     return lambda node, codes, p: text.format(*codes)
 
 
-def _integer_order(node: sympy.Basic, order: sympy.Basic) -> int:
+def _integer_order(node: Any, order: Any) -> int:
     if not (order.is_Integer or (order.is_Number and float(order).is_integer())):
         raise ValueError(_errors.INTEGER_ORDER.format(node=node, order=order))
     return int(order)
@@ -73,7 +73,7 @@ def _besseli(node: sympy.Basic, codes: list[str], p: Any) -> str:
     return p.host(node, codes)
 
 
-def _expint(node: sympy.Basic, codes: list[str], p: Any) -> str:
+def _expint(node: Any, codes: list[str], p: Any) -> str:
     order = node.args[0]
     if order.is_Integer and order >= 0:
         n = int(order)
@@ -116,8 +116,8 @@ class SincDerivative(sympy.Function):
 
     nargs = 2
 
-    def fdiff(self, argindex: int = 1) -> sympy.Basic:
-        n, x = self.args
+    def fdiff(self, argindex: int = 1) -> Any:
+        n, x = cast(Any, self.args)
         if argindex == 2:
             return SincDerivative(n + 1, x)
         return sympy.S.Zero  # the order is an integer constant
@@ -253,7 +253,7 @@ def _reduce_values(fn: Callable, values: tuple) -> jax.Array:
 _TABLE: dict[tuple[type, int], _special.Implementation] = {}
 
 
-def implementation(node: sympy.Basic) -> _special.Implementation:
+def implementation(node: Any) -> _special.Implementation:
     """The NumPy-level implementation of a host-fallback function, by SymPy class and arity."""
     if node.func is sympy.hyper:
         return _special.hyper(len(node.args[0]), len(node.args[1]))
@@ -265,14 +265,14 @@ def implementation(node: sympy.Basic) -> _special.Implementation:
     return _TABLE[key]
 
 
-def host_arguments(node: sympy.Basic) -> list[sympy.Basic]:
+def host_arguments(node: Any) -> list[sympy.Basic]:
     """The array arguments of a host call; `hyper` flattens its parameter tuples."""
     if node.func is sympy.hyper:
         return [*node.args[0], *node.args[1], node.args[2]]
     return list(node.args)
 
 
-def host_builder(node: sympy.Basic) -> Callable[..., sympy.Basic]:
+def host_builder(node: Any) -> Callable[..., sympy.Basic]:
     """Rebuilds the SymPy node from its (flattened) arguments, for `sympy.diff`."""
     if node.func is sympy.hyper:
         p, q = len(node.args[0]), len(node.args[1])
@@ -280,7 +280,7 @@ def host_builder(node: sympy.Basic) -> Callable[..., sympy.Basic]:
     return node.func
 
 
-def host_key(node: sympy.Basic) -> tuple:
+def host_key(node: Any) -> tuple:
     if node.func is sympy.hyper:
         return (node.func, len(node.args[0]), len(node.args[1]))
     return (node.func, len(node.args))

@@ -7,6 +7,9 @@ called once per distinct node by the printer's iterative walk.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
 import sympy
 from sympy.matrices.expressions import matexpr
 
@@ -36,13 +39,23 @@ def _chain(op: str, codes: list[str]) -> str:
 class NodeRules:
     """Mixed into the printer: dispatch on the type of each node."""
 
+    if TYPE_CHECKING:  # provided by the printer
+        leaves: dict[Any, Any]
+        extra_functions: dict[Any, Any]
+        missing: set[Any]
+
+        def rewrite(self, node: Any, fn: Callable[[Any], Any]) -> Any: ...
+        def context(self, parent: Any, piecewise: Any, k: int) -> Any: ...
+        def register(self, prefix: str, value: object) -> str: ...
+
     # Dependencies.
 
-    def deps(self, node, ctx):
+    def deps(self, node: Any, ctx: Any) -> list[tuple[Any, Any]]:
         from ._printer import Mask, is_function, literal
 
         if isinstance(node, Mask):
-            return [(pair.cond, ctx) for pair in node.piecewise.args[: node.k + 1]]
+            pairs: Any = node.piecewise.args
+            return [(pair.cond, ctx) for pair in pairs[: node.k + 1]]
         if node in self.leaves:
             if ctx.parent is None:
                 return []
@@ -62,10 +75,9 @@ class NodeRules:
                 (a, ctx) for a in node.args if not a.is_Integer or isinstance(node, sympy.MatMul)
             ]
         if isinstance(node, sympy.Piecewise):
-            conds = [(pair.cond, ctx) for pair in node.args]
-            return conds + [
-                (pair.expr, self.context(ctx, node, k)) for k, pair in enumerate(node.args)
-            ]
+            pairs = node.args
+            conds = [(pair.cond, ctx) for pair in pairs]
+            return conds + [(pair.expr, self.context(ctx, node, k)) for k, pair in enumerate(pairs)]
         if isinstance(node, sympy.Mul):
             return [(b, ctx) for b in self._mul_parts(node)[2]]
         if isinstance(node, sympy.Pow):
@@ -91,7 +103,7 @@ class NodeRules:
 
     # Code.
 
-    def code(self, node, ctx, codes):
+    def code(self, node: Any, ctx: Any, codes: list[str]) -> str:
         from ._printer import Mask, is_function, literal
 
         if isinstance(node, Mask):
@@ -161,7 +173,7 @@ class NodeRules:
 
     # Products and powers, exactly.
 
-    def _mul_parts(self, node):
+    def _mul_parts(self, node: Any) -> tuple[Any, list[Any], list[Any], list[Any]]:
         """(coefficient, numerator nodes, all child nodes, denominator (node, exponent) pairs)."""
         coefficient, numerator, denominator = sympy.S.One, [], []
         for factor in node.args:
@@ -173,7 +185,7 @@ class NodeRules:
                 numerator.append(factor)
         return coefficient, numerator, numerator + [b for b, _ in denominator], denominator
 
-    def _mul(self, node, codes):
+    def _mul(self, node: Any, codes: list[str]) -> str:
         coefficient, numerator, _, denominator = self._mul_parts(node)
         num = codes[: len(numerator)]
         den = [
@@ -193,7 +205,7 @@ class NodeRules:
             return num_code
         return f"_rt.div({num_code}, {_chain('*', den)})"
 
-    def _pow(self, node, codes):
+    def _pow(self, node: Any, codes: list[str]) -> str:
         exponent = node.exp
         if exponent.is_Rational and exponent < 0:
             return f"_rt.div(1.0, {_power(codes[0], -exponent)})"
@@ -203,16 +215,16 @@ class NodeRules:
 
     # Matrix expressions, as arrays with the matrix dimensions last.
 
-    def _matrix(self, node, codes):
+    def _matrix(self, node: Any, codes: list[str]) -> str | None:
         if isinstance(node, matexpr.MatrixElement):
-            return f"{codes[0]}[..., {int(node.i)}, {int(node.j)}]"
+            return f"{codes[0]}[..., {_int(node.i)}, {_int(node.j)}]"
         if isinstance(node, sympy.MatrixBase):
             return f"_rt.stack([{', '.join(codes)}], {tuple(node.shape)}, _bs, _dt)"
         if isinstance(node, sympy.Identity):
-            return f"_rt.eye({int(node.rows)}, _dt)"
+            return f"_rt.eye({_int(node.rows)}, _dt)"
         if isinstance(node, (sympy.ZeroMatrix, sympy.OneMatrix)):
             fill = "zeros" if isinstance(node, sympy.ZeroMatrix) else "ones"
-            return f"jnp.{fill}(({int(node.rows)}, {int(node.cols)}), _dt)"
+            return f"jnp.{fill}(({_int(node.rows)}, {_int(node.cols)}), _dt)"
         if isinstance(node, sympy.MatAdd):
             return _chain("+", codes)
         if isinstance(node, sympy.HadamardProduct):
@@ -235,8 +247,12 @@ class NodeRules:
         if isinstance(node, sympy.Trace):
             return f"jnp.trace({codes[0]}, axis1=-2, axis2=-1)"
         if isinstance(node, sympy.MatPow) and node.exp.is_Integer:
-            return f"jnp.linalg.matrix_power({codes[0]}, {int(node.exp)})"
+            return f"jnp.linalg.matrix_power({codes[0]}, {_int(node.exp)})"
         return None
+
+
+def _int(value: Any) -> int:
+    return int(value)  # a SymPy Integer (typed as Basic)
 
 
 def literal_int(value: int) -> str:
@@ -244,7 +260,7 @@ def literal_int(value: int) -> str:
     return repr(float(value))
 
 
-def _power(code: str, exponent: sympy.Rational) -> str:
+def _power(code: str, exponent: Any) -> str:
     """`code ** exponent` for a positive Rational: integer powers stay exact multiplications."""
     if not exponent.is_Rational:
         return f"jnp.power({code}, {float(exponent)!r})"
@@ -259,7 +275,7 @@ def _power(code: str, exponent: sympy.Rational) -> str:
     return f"jnp.power({code}, {float(exponent)!r})"
 
 
-def _rewrite(node: sympy.Basic) -> sympy.Basic:
+def _rewrite(node: Any) -> sympy.Basic:
     if isinstance(node, (sympy.Sum, sympy.Product)):
         return _expand(node)
     result = node.doit()
@@ -268,7 +284,7 @@ def _rewrite(node: sympy.Basic) -> sympy.Basic:
     return result
 
 
-def _expand(node: sympy.Basic) -> sympy.Basic:
+def _expand(node: Any) -> sympy.Basic:
     terms = [node.function]
     for index, lower, upper in node.limits:
         if not (lower.is_Integer and upper.is_Integer) or upper - lower >= _SUM_LIMIT:

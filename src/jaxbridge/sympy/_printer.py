@@ -13,6 +13,7 @@ import itertools
 import math
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import Any
 
 import sympy
 from sympy.matrices.expressions import matexpr
@@ -38,7 +39,7 @@ class Context:
 class Mask:
     """Where branch `k` of `piecewise` is taken."""
 
-    piecewise: sympy.Piecewise
+    piecewise: Any  # a sympy.Piecewise
     k: int
 
 
@@ -51,7 +52,7 @@ class Leaf:
     matrix_dims: int  # trailing dims of the value itself (2 for a MatrixSymbol, else 0)
 
 
-def literal(node: sympy.Basic) -> str | None:
+def literal(node: Any) -> str | None:
     """The Python literal of a numeric atom, or None if `node` is not one."""
     if node.is_Integer:
         return repr(float(int(node)))  # weakly typed float: `lax` arithmetic accepts it
@@ -133,7 +134,7 @@ class Printer(NodeRules):
         args = _functions.host_arguments(node)
         return [str(a.xreplace(rename)) if rename else str(a) for a in args]
 
-    def context(self, parent: Context, piecewise: sympy.Piecewise, k: int) -> Context:
+    def context(self, parent: Context, piecewise: Any, k: int) -> Context:
         """The guarded context of branch `k`; the parent itself if the branch is always safe."""
         branch = piecewise.args[k].expr
         if self.is_safe(branch):

@@ -109,7 +109,7 @@ def guard(mask: jax.Array, x: jax.Array, matrix_dims: int = 0) -> jax.Array:
     return jnp.where(mask, x, lax.stop_gradient(x))
 
 
-def piecewise(conditions: Sequence[object], values: Sequence[object]) -> jax.Array:
+def piecewise(conditions: Sequence[Any], values: Sequence[Any]) -> jax.Array:
     """The second half: the first branch whose condition holds, NaN where none does."""
     result = jnp.nan if conditions[-1] is not True else values[-1]
     start = len(values) - 1 if conditions[-1] is True else len(values)
@@ -118,7 +118,7 @@ def piecewise(conditions: Sequence[object], values: Sequence[object]) -> jax.Arr
     return jnp.asarray(result)
 
 
-def taken(conditions: Sequence[object], k: int) -> object:
+def taken(conditions: Sequence[Any], k: int) -> Any:
     """Where branch `k` of a Piecewise is the one evaluated: its condition, and none before."""
     mask = conditions[k]
     for earlier in conditions[:k]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import sympy
@@ -46,20 +47,23 @@ def _real_or_nan(value: np.ndarray) -> np.ndarray:
     if not np.iscomplexobj(value):
         return value.astype(np.float64)
     # A rounding-level imaginary part (mpmath's complex intermediates) is still a real value.
-    real = np.abs(value.imag) <= 1e-13 * np.abs(value)
-    return np.where(real, value.real, np.nan)
+    real = np.abs(np.imag(value)) <= 1e-13 * np.abs(value)
+    return np.where(real, np.real(value), np.nan)
 
 
 def mp(fn: Callable[..., object]) -> NumpyFn:
     """An mpmath function, elementwise, as complex128 (the caller keeps the real values)."""
     import mpmath
 
+    no_convergence = getattr(mpmath, "libmp").NoConvergence  # noqa: B009 - untyped in stubs
+
     def one(*values: object) -> complex:
         # A complex argument with no imaginary part as a real: an order mpmath needs integer.
         values = tuple(v.real if isinstance(v, complex) and v.imag == 0 else v for v in values)
         try:
-            return complex(fn(*values))  # pyright: ignore[reportArgumentType] - mpf/mpc
-        except (ZeroDivisionError, ValueError, mpmath.libmp.NoConvergence):
+            result: Any = fn(*values)  # an mpmath mpf or mpc
+            return complex(result)
+        except (ZeroDivisionError, ValueError, no_convergence):
             return complex(np.nan, np.nan)  # a pole, or a series mpmath cannot sum
 
     vectorized = np.frompyfunc(one, fn.__code__.co_argcount, 1)
@@ -76,8 +80,8 @@ def _scipy_then_mp(scipy_fn: NumpyFn, complex_at: tuple[int, ...], mp_fn: NumpyF
 
     def call(*arrays: np.ndarray) -> np.ndarray:
         others = [a for i, a in enumerate(arrays) if i not in complex_at]
-        if all(not np.any(a.imag) for a in others):
-            args = [a if i in complex_at else a.real for i, a in enumerate(arrays)]
+        if all(not np.any(np.imag(a)) for a in others):
+            args = [a if i in complex_at else np.real(a) for i, a in enumerate(arrays)]
             return scipy_fn(*args)
         return mp_fn(*arrays)
 
@@ -103,7 +107,7 @@ def _spherical(scipy_fn: NumpyFn, cylinder: NumpyFn) -> NumpyFn:
 
     def call(n: np.ndarray, z: np.ndarray) -> np.ndarray:
         whole, is_integer = _integer_or_nan(np.real(n))
-        if np.iscomplexobj(n) and np.any(n.imag):
+        if np.iscomplexobj(n) and np.any(np.imag(n)):
             is_integer = np.zeros(np.shape(n), bool)
         general = np.sqrt(np.pi / (2 * z)) * cylinder(n + 0.5, z)
         return np.where(is_integer, scipy_fn(whole, z), general)
@@ -117,9 +121,10 @@ def _lambertw(z: np.ndarray, k: np.ndarray | None = None) -> np.ndarray:
     if k is None:
         return sc.lambertw(z)
     whole, is_integer = _integer_or_nan(np.real(k))
-    if np.iscomplexobj(k) and np.any(k.imag):
+    if np.iscomplexobj(k) and np.any(np.imag(k)):
         is_integer = np.zeros(np.shape(k), bool)
-    return np.where(is_integer, sc.lambertw(z, whole), np.nan)  # the branch is an integer
+    branch: Any = whole  # lambertw broadcasts an integer array of branches
+    return np.where(is_integer, sc.lambertw(z, branch), np.nan)  # the branch is an integer
 
 
 def _below_zero_nan(scipy_fn: NumpyFn, mp_fn: Callable) -> Implementation:

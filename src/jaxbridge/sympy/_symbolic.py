@@ -86,7 +86,7 @@ def _explicit(expr: Any, matrices: dict) -> Any:
     return expr.xreplace(matrices).doit()
 
 
-def _scalars(leaf: Any, matrices: dict) -> tuple[list[sympy.Basic], Callable[[list], Any]]:
+def _scalars(leaf: Any, matrices: dict) -> tuple[list[Any], Callable[[list], Any]]:
     """The scalar elements of an output leaf, and how to rebuild the leaf from new ones."""
     if isinstance(leaf, (sympy.MatrixBase, NDimArray)):
         shape = tuple(leaf.shape)
@@ -97,7 +97,9 @@ def _scalars(leaf: Any, matrices: dict) -> tuple[list[sympy.Basic], Callable[[li
     if isinstance(leaf, sympy.MatrixExpr):
         explicit = sympy.ImmutableMatrix(_explicit(leaf, matrices).as_explicit())
         shape = tuple(explicit.shape)
-        return list(explicit), lambda new: sympy.ImmutableMatrix(*shape, new)
+        return [explicit[i] for i in range(len(explicit))], lambda new: sympy.ImmutableMatrix(
+            *shape, new
+        )
     return [_explicit(sympy.sympify(leaf), matrices)], lambda new: new[0]
 
 
@@ -109,7 +111,7 @@ class _Plan:
         matrices = {a: a.as_explicit() for a in args if isinstance(a, sympy.MatrixSymbol)}
         outputs, treedef = jax.tree.flatten(expr, is_leaf=_is_expr_leaf)
         scalars = [_scalars(leaf, matrices) for leaf in outputs]
-        terms: list[list[list[sympy.Basic]]] = [[[] for _ in e] for e, _ in scalars]
+        terms: list[list[list[Any]]] = [[[] for _ in e] for e, _ in scalars]
         self.symbolic: list[int] = []  # argument positions with SymPy partials
         self.jax: list[int] = []  # the others: JAX's derivative of the compiled code
         tangent_args = []
@@ -211,7 +213,8 @@ def symbolic(
                 if jnp.iscomplexobj(t) and not jnp.iscomplexobj(o):
                     t = jnp.real(t)  # a real output of complex inputs: its tangent is real
                 t = jnp.asarray(t).astype(o.dtype)
-                sums[k] = t if sums[k] is None else sums[k] + t
+                previous = sums[k]
+                sums[k] = t if previous is None else previous + t
         tangent_out = [_tangent_like(o, t) for o, t in zip(out_leaves, sums, strict=True)]
         return out, jax.tree.unflatten(treedef, tangent_out)
 
