@@ -253,14 +253,18 @@ def compile(  # noqa: A001 - the public name the issue pins
     Args:
         expr: a SymPy expression, `Matrix`, `ImmutableMatrix`, matrix expression, N-dim `Array`,
             or a pytree (list, tuple, dict) of them.
-        args: the inputs, in call order: each a `Symbol` (a scalar argument), a `MatrixSymbol`
-            (an `(m, n)` argument) or a nested sequence of Symbols (an array argument of that
-            shape).
+        args: the inputs, in call order (a list or tuple; a set is refused, its order would
+            change from run to run): each a `Symbol` or `Indexed` element (a scalar argument),
+            a `MatrixSymbol` (an `(m, n)` argument), an `IndexedBase` (an array argument of its
+            `shape`, or without one the smallest shape holding every integer index used), or a
+            nested sequence of Symbols (an array argument of that shape).
         cse: print each distinct subexpression once (linear in the size of the expression DAG).
             With False, every occurrence is printed separately, as `lambdify` does.
         derivatives: None for JAX's own differentiation of the printed code; "symbolic" to
             install a `custom_jvp` whose tangent is `sympy.diff` of the expression (small
-            derivatives simplified), compiled the same way, at every order.
+            derivatives simplified), compiled the same way, at every order. Per argument: one
+            whose partial SymPy leaves unevaluated (`floor`, `re` of a complex symbol, a Bessel
+            order, an `extra_functions` callable) takes JAX's derivative instead.
         extra_functions: `{sympy_function: jax_callable}` for functions the table lacks, or to
             replace a translation; the callable receives the arguments as arrays.
 
@@ -271,12 +275,18 @@ def compile(  # noqa: A001 - the public name the issue pins
         dtype follows the inputs (float32, or float64 under x64). Constants are Python
         literals: a Float with more digits than the dtype holds is rounded to it, a Rational
         `p/q` is computed as a multiplication by `p` and a division by `q`, integer powers are
-        `lax.integer_pow` (exact repeated multiplication).
+        `lax.integer_pow` (exact repeated multiplication). Complex arguments compute complex
+        values: in JAX where it has the function, else on the host with SciPy's complex loops
+        or mpmath; a function of reals only (`floor`, `Min`, `<`, `erfinv`) raises a
+        TypeError naming it. A real argument whose value is complex gives NaN, as `sqrt(-1.0)`.
 
     Raises:
         ValueError: at compile time for an unknown function (naming it and `extra_functions`),
-            free symbols missing from `args`, or non-numeric constants; at call time for
-            arguments whose shapes do not match `args` or do not broadcast.
+            free symbols missing from `args` (or there with other assumptions, saying which),
+            or non-numeric constants; at call time for arguments whose shapes do not match
+            `args` or do not broadcast.
+        TypeError: `args` given as a set; at call time, a complex argument to a function of
+            real arguments only.
 
     Warns:
         RuntimeWarning: on the CPU backend, when the printed program has more than 2,500
