@@ -13,6 +13,7 @@ from __future__ import annotations
 import pathlib
 import re
 import sys
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -29,6 +30,7 @@ x = sympy.Symbol("x")
 k = sympy.Symbol("k", integer=True)
 y = sympy.Symbol("y")
 
+HEAVISIDE: Any = sympy.Heaviside  # Any: SymPy's stubs type its H0 as Half only
 P = [0.3, 0.7, 1.6]  # positive
 U = [-0.6, 0.2, 0.6]  # inside (-1, 1)
 G = [1.2, 1.7, 2.5]  # above 1
@@ -119,7 +121,7 @@ CASES = [
     case(PL, sympy.Min(x, 0.5, x**2), U, label="Min(x, 0.5, x**2)"),
     case(PL, sympy.Max(x, 0.5), U, label="Max(x, 0.5)"),
     case(PL, sympy.Heaviside(x) * x, U, label="Heaviside(x)"),
-    case(PL, sympy.Heaviside(x - 0.1, 1) * x, U, label="Heaviside(x, 1)"),
+    case(PL, HEAVISIDE(x - 0.1, 1) * x, U, label="Heaviside(x, 1)"),
     case(PL, sympy.DiracDelta(x) + x, U, label="DiracDelta(x) (0 off the origin)"),
     case(PL, sympy.KroneckerDelta(x, 0.2) + x, U, label="KroneckerDelta(x, 0.2)"),
     case(PL, sympy.re(x) * x, U, label="re(x)"),

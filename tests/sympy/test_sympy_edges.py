@@ -2,6 +2,7 @@
 mpmath on scalars, symbolic derivatives per argument, argument forms, and error messages."""
 
 import re
+from typing import Any, cast
 
 import equinox as eqx
 import jax
@@ -169,9 +170,9 @@ h = sympy.Function("h")
     ids=str,
 )
 def test_symbolic_derivatives_per_argument_match_the_default_mode(expr):
-    kw = {"extra_functions": {h: jnp.tanh}}
-    symbolic = jbs.compile(expr, [x, y], derivatives="symbolic", **kw)
-    default = jbs.compile(expr, [x, y], **kw)
+    extra = {h: jnp.tanh}
+    symbolic = jbs.compile(expr, [x, y], derivatives="symbolic", extra_functions=extra)
+    default = jbs.compile(expr, [x, y], extra_functions=extra)
     for argnums in (0, 1, (0, 1)):
         got = jax.grad(symbolic, argnums=argnums)(1.3, 0.6)
         want = jax.grad(default, argnums=argnums)(1.3, 0.6)
@@ -222,14 +223,14 @@ def test_symbolic_real_root_derivative_is_finite_below_zero(symbol, x64):
 def test_args_as_a_set_are_refused():
     message = "must be ordered (a list or tuple); got a `set`"
     with pytest.raises(TypeError, match=re.escape(message)):
-        jbs.compile(x + y, {x, y})
+        jbs.compile(x + y, {x, y})  # pyright: ignore[reportArgumentType] - the mistake tested
     with pytest.raises(TypeError, match=re.escape(message)):
         jbs.Expression(1.0 * x + y, {x, y})
 
 
 def test_indexed_and_indexed_base_arguments(x64):
-    a = sympy.IndexedBase("a")
-    b = sympy.IndexedBase("b", shape=(2, 2))
+    a: Any = sympy.IndexedBase("a")  # Any: SymPy's stubs lack IndexedBase.__getitem__
+    b: Any = sympy.IndexedBase("b", shape=(2, 2))
     expr = a[0] * a[2] ** 2 + sympy.sin(a[1]) + b[1, 0]
     f = jbs.compile(expr, [a, b])
     va, vb = jnp.asarray([1.0, 2.0, 3.0]), jnp.asarray([[0.0, 0.0], [5.0, 0.0]])
@@ -273,12 +274,12 @@ def test_expression_extra_functions_train_with_the_expression():
         np.asarray(got_w), np.asarray(want_net.mlp.layers[0].weight), rtol=1e-5
     )
     opt = optax.sgd(0.05, momentum=0.9)
-    state = opt.init(e)
+    state = opt.init(cast(Any, e))  # an Expression is a pytree of arrays, as optax needs
 
     @jax.jit
     def step(e, state):
         grads = jax.grad(loss)(e)
-        updates, state = opt.update(grads, state, e)
+        updates, state = opt.update(grads, state, cast(Any, e))
         return optax.apply_updates(e, updates), state
 
     before = float(loss(e))
@@ -344,3 +345,12 @@ def test_integral_error_advice_works_when_followed():
     F = sympy.Function("F")  # the advice, followed
     f = jbs.compile((integral + 1).subs(integral, F(y)), [y], extra_functions={F: jnp.exp})
     assert float(f(0.0)) == pytest.approx(2.0)
+
+
+def test_expression_missing_derivative_names_the_constant_not_its_parameter():
+    e = jbs.Expression(sympy.besselj(1.5, x), [x])  # the order 1.5 is a trainable Float
+    assert float(jax.grad(e)(0.7)) == pytest.approx(
+        float(sympy.N(sympy.diff(sympy.besselj(1.5, x), x).subs(x, 0.7))), rel=1e-5
+    )
+    with pytest.raises(NotImplementedError, match=r"argument 0 \(`1.5`\)"):
+        jax.grad(lambda e: e(0.7))(e)

@@ -127,7 +127,7 @@ class _Evaluator:
         tree = jax.tree.unflatten(static.treedef, list(static.templates))
         self.static = static
         self.slots = [_Slot(k) for k in static.function_keys]
-        display = {p: str(a) for p, a in zip(static.params, static.atoms, strict=True)}
+        display = {p: repr(float(a)) for p, a in zip(static.params, static.atoms, strict=True)}
         self.fn = _generate(
             tree,
             [*static.args, *static.params],
