@@ -17,6 +17,7 @@ Time, history, plugin state and plasticity are treated as constants (time passes
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -46,6 +47,12 @@ STRADDLE_RTOL = 1e-3
 REFINE = 8  # flagged columns are differenced again at EPS / REFINE
 
 _FREE, _BALL = int(mujoco.mjtJoint.mjJNT_FREE), int(mujoco.mjtJoint.mjJNT_BALL)
+
+
+@functools.cache
+def slices(layout: Any) -> tuple[slice, slice, slice]:
+    """The qpos, qvel and act slices of a state `Layout` (cached: `Layout.slice` searches)."""
+    return layout.slice("qpos"), layout.slice("qvel"), layout.slice("act")
 
 
 def _quat_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -314,7 +321,7 @@ def perturbations(
     `(K, 2, nu)`.
     """
     nv, nt, nu = model.nv, 2 * model.nv + model.na, ctrl.shape[-1]
-    qs, vs, acts = layout.slice("qpos"), layout.slice("qvel"), layout.slice("act")
+    qs, vs, acts = slices(layout)
     K = len(dirs)
     step = np.zeros((K, 2, nt + nu))
     step[np.arange(K), :, dirs] = np.array([h, -h])
@@ -332,7 +339,7 @@ def _tangent_fd(engine: Engine, qmap: QposMap, state: np.ndarray, ctrl: np.ndarr
     m, L = engine.model, engine.layout
     nu, nt = m.nu, 2 * m.nv + m.na
     B, n = state.shape[0], nt + nu
-    qs, vs, acts = L.slice("qpos"), L.slice("qvel"), L.slice("act")
+    qs, vs, acts = slices(L)
 
     def simulate(x: np.ndarray, u: np.ndarray) -> np.ndarray:  # states and sensors, joined
         states, sensors, _ = engine.rollout(x.reshape(-1, L.nstate), u.reshape(-1, 1, nu), nstep)
@@ -417,7 +424,7 @@ def step_jacobians(
     if next_state is None:
         next_state = reached
     B, nv, na, nt = state.shape[0], m.nv, m.na, 2 * m.nv + m.na
-    qs, vs, acts = L.slice("qpos"), L.slice("qvel"), L.slice("act")
+    qs, vs, acts = slices(L)
     T_in = np.zeros((B, nt, L.nstate))
     T_in[:, :nv, qs] = qmap.qpos_to_tangent(state[:, qs])
     T_in[:, nv : 2 * nv, vs] = np.eye(nv)

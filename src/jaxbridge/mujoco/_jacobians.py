@@ -27,7 +27,15 @@ from typing import Any
 
 import numpy as np
 
-from ._derivatives import EPS, REFINE, QposMap, perturbations, split_batch, straddle_safe
+from ._derivatives import (
+    EPS,
+    REFINE,
+    QposMap,
+    perturbations,
+    slices,
+    split_batch,
+    straddle_safe,
+)
 from ._engine import Engine
 from ._model import mujoco as _mujoco
 
@@ -120,25 +128,39 @@ class _Analytic:
             inside * mass, total[:, None], out=np.zeros_like(inside), where=total[:, None] > 0
         )
 
-    def read(self, d: MjData, names: Sequence[str]) -> dict[str, np.ndarray]:
+    def keys(self, names: Sequence[str]) -> tuple[str, ...]:
+        """The `MjData` arrays that `jacobians` needs for `names`."""
         keys = {"cdof", "subtree_com", "xipos"}
         for name in names:
             keys.add(_POINTS[name][0] if name in _POINTS else name)
             if name in _FRAMES:
                 keys.add(_FRAMES[name][1])
-        return {k: np.array(getattr(d, k)) for k in keys}
+        return tuple(sorted(keys))
 
     def jacobians(self, pose: dict[str, np.ndarray], names: Sequence[str]) -> dict[str, Any]:
-        """From the stacked `read`s of B poses: name -> `(B, *shape, nv)` tangent Jacobian."""
+        """From the `keys` arrays of B poses: name -> `(B, *shape, nv)` tangent Jacobian."""
         m = self.m
         cdof = pose["cdof"]  # (B, nv, 6): angular then linear part
         ang, lin = cdof[..., :3], cdof[..., 3:]
         com = pose["subtree_com"]  # (B, nbody, 3)
 
+        # (B, 3, nv) components of the dofs' axes, for a cross product by broadcasting
+        a0, a1, a2 = (np.ascontiguousarray(ang[..., k]) for k in range(3))
+        l0, l1, l2 = (np.ascontiguousarray(lin[..., k]) for k in range(3))
+
         def point_jac(points: np.ndarray, bodies: np.ndarray) -> np.ndarray:  # (B, P, 3, nv)
-            offset = points - com[:, self.root[bodies]]  # (B, P, 3)
-            jac = lin[:, None] + np.cross(ang[:, None], offset[:, :, None])  # (B, P, nv, 3)
-            return np.swapaxes(jac * self.chain[bodies][None, :, :, None], -1, -2)
+            o = points - com[:, self.root[bodies]]  # (B, P, 3): offsets from the root's com
+            o0, o1, o2 = (o[..., k, None] for k in range(3))  # (B, P, 1)
+            a = [x[:, None] for x in (a0, a1, a2)]  # (B, 1, nv)
+            jac = np.stack(
+                [
+                    l0[:, None] + a[1] * o2 - a[2] * o1,
+                    l1[:, None] + a[2] * o0 - a[0] * o2,
+                    l2[:, None] + a[0] * o1 - a[1] * o0,
+                ],
+                axis=-2,
+            )
+            return jac * self.chain[bodies][None, :, None, :]
 
         def body_of(array: str | None, n: int) -> np.ndarray:
             return np.arange(n) if array is None else np.asarray(getattr(m, array))
@@ -289,7 +311,7 @@ def forward_jacobian(
     ctrl = np.ascontiguousarray(ctrl, dtype=np.float64)
     specs = engine.output_specs(names, max_contacts)
     B, nv, na, nu, nt = state.shape[0], m.nv, m.na, m.nu, 2 * m.nv + m.na
-    qs, vs, acts = L.slice("qpos"), L.slice("qvel"), L.slice("act")
+    qs, vs, acts = slices(L)
     floats = [k for k, (_, dt) in specs.items() if np.issubdtype(dt, np.floating)]
     analytic = [k for k in floats if k in ANALYTIC]
     differenced = [k for k in floats if k not in ANALYTIC]
@@ -302,18 +324,21 @@ def forward_jacobian(
     M = qmap.qpos_to_tangent(state[:, qs])  # (B, nv, nq)
     if analytic:
         jac = _analytic(m)
-        reads: list[dict[str, np.ndarray]] = [{} for _ in range(B)]
-
-        def run(d: MjData, lo: int, hi: int) -> None:
-            for i in range(lo, hi):
-                d.qpos[:] = state[i, qs]  # these outputs depend on qpos alone
-                mujoco.mj_kinematics(m, d)
-                mujoco.mj_comPos(m, d)
-                reads[i] = jac.read(d, analytic)
-
+        keys = jac.keys(analytic)
         with engine.worker() as w:
+            pose = {k: np.empty((B, *getattr(w.datas[0], k).shape)) for k in keys}
+
+            def run(d: MjData, lo: int, hi: int) -> None:
+                views = [(pose[k], getattr(d, k)) for k in keys]  # made once per thread
+                qpos = d.qpos
+                for i in range(lo, hi):
+                    qpos[:] = state[i, qs]  # these outputs depend on qpos alone
+                    mujoco.mj_kinematics(m, d)
+                    mujoco.mj_comPos(m, d)
+                    for dst, src in views:
+                        dst[i] = src
+
             split_batch(run, B, w.datas)
-        pose = {k: np.stack([r[k] for r in reads]) for k in reads[0]}
         for name, J in jac.jacobians(pose, analytic).items():
             shape = specs[name][0]
             dstate = np.zeros((B, *shape, L.nstate))
