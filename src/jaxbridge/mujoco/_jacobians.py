@@ -1,6 +1,7 @@
 """Jacobians of `forward`'s outputs: analytic for the kinematic ones, differences for the rest.
 
-Positions and orientations of bodies, geoms and sites, and the subtree centres of mass, move
+Positions and orientations of bodies, geoms and sites, the subtree centres of mass, and the
+contact distances (for the contacts found, held fixed) move
 with the joints through MuJoCo's `cdof` (the 6D motion axes of the degrees of freedom, in world
 coordinates, from `mj_comPos`). `mj_jac` writes the Jacobian of a point `p` fixed to body `b` as
 `cdof_lin[i] + cdof_ang[i] x (p - subtree_com[root(b)])` for each dof `i` on `b`'s chain of
@@ -16,8 +17,9 @@ the angular velocity `w = jacr v`: a quaternion by `dq = (0, w) q / 2`, a rotati
 Other outputs are differenced (`straddle_safe`, as for steps) at the cheapest stage that
 computes them: `mj_kinematics` to `mj_transmission` for the rest of the kinematics (joint
 anchors and axes, cameras, lights, tendon and actuator lengths), `mj_fwdPosition` (with
-collision) for contacts, and a full `mj_forward` for anything that depends on velocities,
-activations or controls; the poses are split over the engine's `MjData`s, one thread each.
+collision) for the other contact fields, and a full `mj_forward` for anything that depends on
+velocities, activations or controls; the poses are split over the engine's `MjData`s, one
+thread each.
 """
 
 from __future__ import annotations
@@ -59,9 +61,9 @@ _FRAMES = {  # rotation outputs -> (the body array, the matrix form of the same 
     "geom_xmat": ("geom_bodyid", "geom_xmat"),
     "site_xmat": ("site_bodyid", "site_xmat"),
 }
-ANALYTIC = frozenset({*_POINTS, *_FRAMES, "subtree_com"})
+ANALYTIC = frozenset({*_POINTS, *_FRAMES, "subtree_com", "contact_dist"})
 # Functions of qpos alone that `mj_kinematics` .. `mj_transmission` compute.
-KINEMATIC = ANALYTIC | {
+KINEMATIC = (ANALYTIC - {"contact_dist"}) | {
     "xanchor",
     "xaxis",
     "cam_xpos",
@@ -132,6 +134,8 @@ class _Analytic:
         """The `MjData` arrays that `jacobians` needs for `names`."""
         keys = {"cdof", "subtree_com", "xipos"}
         for name in names:
+            if name == "contact_dist":
+                continue  # read from `MjData.contact` by `forward_jacobian`
             keys.add(_POINTS[name][0] if name in _POINTS else name)
             if name in _FRAMES:
                 keys.add(_FRAMES[name][1])
@@ -149,7 +153,9 @@ class _Analytic:
         l0, l1, l2 = (np.ascontiguousarray(lin[..., k]) for k in range(3))
 
         def point_jac(points: np.ndarray, bodies: np.ndarray) -> np.ndarray:  # (B, P, 3, nv)
-            o = points - com[:, self.root[bodies]]  # (B, P, 3): offsets from the root's com
+            bodies = np.broadcast_to(bodies, points.shape[:2])  # (P,) or (B, P)
+            rows = np.arange(points.shape[0])[:, None]
+            o = points - com[rows, self.root[bodies]]  # (B, P, 3): offsets from the root's com
             o0, o1, o2 = (o[..., k, None] for k in range(3))  # (B, P, 1)
             a = [x[:, None] for x in (a0, a1, a2)]  # (B, 1, nv)
             jac = np.stack(
@@ -160,7 +166,7 @@ class _Analytic:
                 ],
                 axis=-2,
             )
-            return jac * self.chain[bodies][None, :, None, :]
+            return jac * self.chain[bodies][:, :, None, :]
 
         def body_of(array: str | None, n: int) -> np.ndarray:
             return np.arange(n) if array is None else np.asarray(getattr(m, array))
@@ -170,6 +176,27 @@ class _Analytic:
             if name in _POINTS:
                 key, array = _POINTS[name]
                 out[name] = point_jac(pose[key], body_of(array, pose[key].shape[1]))
+            elif name == "contact_dist":
+                # dist = (p2 - p1) . n between the geoms' nearest points, so (envelope theorem:
+                # the points' own motion along the surfaces is second order) its derivative is
+                # n . (J2 - J1) at the contact point (the midpoint: the offset to either nearest
+                # point is along n, and n . (w x n) = 0).
+                # With J = chain (lin + ang x o): n . J = chain (n . lin + (o x n) . ang).
+                r, k = np.nonzero(pose["contact_valid"])  # only the contacts found
+                p, n = pose["contact_pos"][r, k], pose["contact_normal"][r, k]  # (N, 3)
+
+                def along_normal(bodies: np.ndarray, p=p, n=n, r=r) -> np.ndarray:  # (N, nv)
+                    oxn = np.cross(p - com[r, self.root[bodies]], n)
+                    moved = np.einsum("ni,nvi->nv", n, lin[r]) + np.einsum(
+                        "ni,nvi->nv", oxn, ang[r]
+                    )
+                    return self.chain[bodies] * moved
+
+                dist = np.zeros((*pose["contact_valid"].shape, m.nv))
+                dist[r, k] = along_normal(pose["contact_body2"][r, k]) - along_normal(
+                    pose["contact_body1"][r, k]
+                )
+                out[name] = dist
             elif name == "subtree_com":
                 jac = point_jac(pose["xipos"], np.arange(m.nbody))  # mj_jacBodyCom of each
                 out[name] = np.einsum("bc,nckv->nbkv", self.weight, jac)
@@ -325,8 +352,19 @@ def forward_jacobian(
     if analytic:
         jac = _analytic(m)
         keys = jac.keys(analytic)
+        contacts = "contact_dist" in analytic
+        K = max_contacts
+        geom_body = np.asarray(m.geom_bodyid)
         with engine.worker() as w:
-            pose = {k: np.empty((B, *getattr(w.datas[0], k).shape)) for k in keys}
+            pose: dict[str, np.ndarray] = {
+                k: np.empty((B, *getattr(w.datas[0], k).shape)) for k in keys
+            }
+            if contacts:
+                for k in ("contact_pos", "contact_normal"):
+                    pose[k] = np.zeros((B, K, 3))
+                for k in ("contact_body1", "contact_body2"):
+                    pose[k] = np.zeros((B, K), np.intp)
+                pose["contact_valid"] = np.zeros((B, K))
 
             def run(d: MjData, lo: int, hi: int) -> None:
                 views = [(pose[k], getattr(d, k)) for k in keys]  # made once per thread
@@ -337,6 +375,15 @@ def forward_jacobian(
                     mujoco.mj_comPos(m, d)
                     for dst, src in views:
                         dst[i] = src
+                    if contacts:  # the same collision pass as mj_forward's, in the same order
+                        mujoco.mj_collision(m, d)
+                        k = min(int(d.ncon), K)
+                        c = d.contact
+                        pose["contact_pos"][i, :k] = c.pos[:k]
+                        pose["contact_normal"][i, :k] = c.frame[:k, :3]
+                        pose["contact_body1"][i, :k] = geom_body[c.geom[:k, 0]]
+                        pose["contact_body2"][i, :k] = geom_body[c.geom[:k, 1]]
+                        pose["contact_valid"][i, :k] = 1.0
 
             split_batch(run, B, w.datas)
         for name, J in jac.jacobians(pose, analytic).items():

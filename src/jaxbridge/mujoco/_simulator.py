@@ -63,14 +63,16 @@ class Simulator:
     zero warm start, whichever thread runs it.
 
     Derivatives (`jax.grad`, `jvp`, `jacfwd`, `jacrev`, and their vmaps) of `step` and
-    `rollout` come from `mujoco.mjd_transitionFD` (central differences in tangent space,
-    computed for the whole batch in one host call) mapped to the coordinates of the state array
-    (4 per quaternion, not 3). For RK4 models, which `mjd_transitionFD` refuses (the
+    `rollout` come from `mujoco.mjd_transitionFD` (differences in tangent space that do not
+    straddle contact changes, computed for the whole batch in one host call; see
+    "Derivatives through contact" in docs/mujoco.md) mapped to the coordinates of the state
+    array (4 per quaternion, not 3). For RK4 models, which `mjd_transitionFD` refuses (the
     gymnasium models use RK4), the same differences run as one batched `mujoco.rollout`
     instead; `derivatives="fd"` forces this for any model. `rollout` chains the per-step
-    Jacobians, without simulating again, in both modes. `forward` outputs differentiate by
-    central differences. Second-order derivatives are not supported. Time, `history`,
-    `plugin` and `plastic` state are treated as constants.
+    Jacobians, without simulating again, in both modes. `forward`'s kinematic outputs have
+    analytic Jacobians (MuJoCo's `mj_jac*`), the others differences. Second-order
+    derivatives are not supported. Time, `history`, `plugin` and `plastic` state are treated
+    as constants.
 
     Args:
         model: a `mujoco.MjModel`, MJCF text, or a path to an `.xml`/`.mjb` file.
@@ -494,9 +496,9 @@ class Simulator:
 
         Returns:
             A dict from name to `(*batch, *shape)` array; floats in `state`'s dtype, integers
-            as int32. Derivatives (all modes) of the float outputs by central differences in
-            tangent space (step 1e-6), mapped to the state's coordinates; they are not
-            meaningful where a contact appears or disappears within the step.
+            as int32. Derivatives (all modes) of the float outputs: analytic for positions and
+            orientations of bodies, geoms and sites and for `subtree_com`, differences at the
+            cheapest pipeline stage otherwise, mapped to the state's coordinates.
 
         Raises:
             ValueError: an unknown output name, or `state`/`ctrl` of the wrong size.
