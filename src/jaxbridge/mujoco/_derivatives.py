@@ -9,9 +9,16 @@ the way in by `M = d(tangent)/d(qpos)` at the input (a quaternion `q` moved by `
 (`dq = q (0, dtheta) / 2`). `M P = I` for unit quaternions, so chained state Jacobians equal
 chained tangent Jacobians.
 
-`mjd_transitionFD` refuses the RK4 integrator (which the gymnasium models use); there the same
-central differences are taken over perturbed copies of the batch, all in one `mujoco.rollout`.
+`mjd_transitionFD` refuses the RK4 integrator (which most gymnasium models use); there the
+same differences are taken over perturbed copies of the batch, all in one `mujoco.rollout`.
 Time, history, plugin state and plasticity are treated as constants (time passes through).
+
+Every difference is a pair of one-sided ones with step `EPS = 1e-8`, combined by
+`straddle_safe`: their mean where they agree, and where they do not (a contact appeared inside
+the step: MuJoCo's contact force jumps), a second look at `EPS / REFINE` decides between a kink
+(the mean) and a jump (the side that did not cross). `mjd_transitionFD` gives both sides when
+called forward-only with `eps` and with `-eps`; the batch is split over two threads, one
+`MjData` each (the bindings release the GIL inside every MuJoCo call).
 """
 
 from __future__ import annotations
