@@ -50,7 +50,7 @@ def raw_jacobians(model, state, ctrl, names, h=1e-6):
     return Js, Ju
 
 
-@pytest.mark.parametrize("case", ["Humanoid-v5", "Ant-v5", "Hopper-v5", "Pusher-v5", "arm"])
+@pytest.mark.parametrize("case", ["Humanoid-v5", "Ant-v5", "Pusher-v5", "arm"])
 def test_kinematic_jacobians_equal_raw_central_differences(case, x64):
     model = arm() if case == "arm" else gym(case)[0]  # arm: free, ball and hinge joints, a site
     sim = Simulator(model)
