@@ -350,6 +350,8 @@ def forward_jacobian(
         }
     M = qmap.qpos_to_tangent(state[:, qs])  # (B, nv, nq)
     if analytic:
+        M_state = np.zeros((B, nv, L.nstate))  # d(tangent positions) / d(state array)
+        M_state[..., qs] = M
         jac = _analytic(m)
         keys = jac.keys(analytic)
         contacts = "contact_dist" in analytic
@@ -390,8 +392,7 @@ def forward_jacobian(
             run(w.datas[0], 0, B)
         for name, J in jac.jacobians(pose, analytic).items():
             shape = specs[name][0]
-            dstate = np.zeros((B, *shape, L.nstate))
-            dstate[..., qs] = (J.reshape(B, -1, nv) @ M).reshape(B, *shape, -1)
+            dstate = (J.reshape(B, -1, nv) @ M_state).reshape(B, *shape, L.nstate)
             out[name] = (dstate, np.zeros((B, *shape, nu)))
     if differenced:
         T_in = np.zeros((B, nt, L.nstate))
