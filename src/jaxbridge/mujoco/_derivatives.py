@@ -9,26 +9,57 @@ the way in by `M = d(tangent)/d(qpos)` at the input (a quaternion `q` moved by `
 (`dq = q (0, dtheta) / 2`). `M P = I` for unit quaternions, so chained state Jacobians equal
 chained tangent Jacobians.
 
-`mjd_transitionFD` refuses the RK4 integrator (which the gymnasium models use); there the same
-central differences are taken over perturbed copies of the batch, all in one `mujoco.rollout`.
+`mjd_transitionFD` refuses the RK4 integrator (which most gymnasium models use); there the
+same differences are taken over perturbed copies of the batch, all in one `mujoco.rollout`.
 Time, history, plugin state and plasticity are treated as constants (time passes through).
+
+Every difference is a pair of one-sided ones with step `EPS = 1e-8`, combined by
+`straddle_safe`: their mean where they agree, and where they do not (a contact appeared inside
+the step: MuJoCo's contact force jumps), a second look at `EPS / REFINE` decides between a kink
+(the mean) and a jump (the side that did not cross). `mjd_transitionFD` gives both sides when
+called forward-only with `eps` and with `-eps`; the batch is split over two threads, one
+`MjData` each (the bindings release the GIL inside every MuJoCo call).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import os
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
 from ._engine import Engine
-from ._model import mujoco
+from ._model import mujoco as _mujoco
+from ._state import FULLPHYSICS
 
-__all__ = ["QposMap", "step_jacobians"]
+# The bindings are compiled modules that pyright cannot read: use them untyped.
+mujoco: Any = _mujoco
+MjModel = MjData = Any  # for annotations
 
-EPS = 1e-6  # mjd_transitionFD's customary step, in tangent coordinates and controls
+__all__ = ["QposMap", "split_batch", "step_jacobians", "straddle_safe"]
+
+# The difference step, in tangent coordinates and controls. MuJoCo computes in float64 whatever
+# the caller's dtype, so a quotient's rounding error is about 1e-16 |f| / EPS (1e-8 of |f|),
+# while the chance that a step reaches over a contact activation grows with it: at 1e-6 (the
+# customary step) most ground states of the gymnasium humanoids had one (issue 13).
+EPS = 1e-8
+# Two one-sided quotients that differ by more than this (relative to the column's size, at
+# least 1) straddle a discontinuity. Smooth dynamics differ by about EPS |f''| plus rounding.
+STRADDLE_RTOL = 1e-3
+REFINE = 8  # flagged columns are differenced again at EPS / REFINE
 
 _FREE, _BALL = int(mujoco.mjtJoint.mjJNT_FREE), int(mujoco.mjtJoint.mjJNT_BALL)
+
+
+@functools.cache
+def slices(layout: Any) -> tuple[slice, slice, slice]:
+    """The qpos, qvel and act slices of a state `Layout` (cached: `Layout.slice` searches)."""
+    return layout.slice("qpos"), layout.slice("qvel"), layout.slice("act")
 
 
 def _quat_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -76,7 +107,7 @@ class QposMap:
     quat_v: np.ndarray  # (K,) start of its 3 velocities in qvel
 
     @classmethod
-    def from_model(cls, m: mujoco.MjModel) -> QposMap:
+    def from_model(cls, m: MjModel) -> QposMap:
         sq, sv, qq, qv = [], [], [], []
         for j in range(m.njnt):
             qa, va, kind = int(m.jnt_qposadr[j]), int(m.jnt_dofadr[j]), int(m.jnt_type[j])
@@ -151,76 +182,211 @@ class QposMap:
         return P
 
 
+def _size(a: np.ndarray) -> np.ndarray:
+    return np.abs(a).max(axis=-1, initial=0.0)
+
+
+def straddle_safe(
+    plus: np.ndarray,
+    minus: np.ndarray,
+    refine: Callable[[tuple[np.ndarray, ...]], tuple[np.ndarray, np.ndarray]],
+) -> np.ndarray:
+    """Difference quotients that do not reach over a jump, from one-sided ones.
+
+    `plus` and `minus` are the forward and backward quotients `(f(x + h e_j) - f(x)) / h` and
+    `(f(x) - f(x - h e_j)) / h`, shape `(..., nout, ndir)`, at `h = EPS`. Where the two sides
+    agree (to `STRADDLE_RTOL` of the column's size, at least 1), their mean, the central
+    difference, is returned. Where they do not, `refine(index)` gives both sides again at
+    `EPS / REFINE` for the flagged columns (`index` as from `np.nonzero` over the leading and
+    direction axes; each side `(K, nout)`), and:
+
+    - if those agree, the jump (or kink) lay between `EPS / REFINE` and `EPS`: their mean;
+    - if neither side changed, `f` has a kink at `x` (one-sided derivatives differ): their mean,
+      which is what central differences of any step give;
+    - otherwise the side that changed crossed a jump inside the step (it adds `J / h` to that
+      side's quotient): the other side alone, the derivative of the piece that holds `x`.
+
+    Example:
+        >>> f = lambda x: np.where(x > 1e-9, 1.0, 0.0) + 2 * x  # a jump just right of 0
+        >>> def sides(h):
+        ...     return np.array([[(f(h) - f(0.0)) / h]]), np.array([[(f(0.0) - f(-h)) / h]])
+        >>> refine = lambda index: tuple(s[0][None] for s in sides(EPS / REFINE))
+        >>> float(straddle_safe(*sides(EPS), refine)[0, 0])
+        2.0
+    """
+    out = (plus + minus) / 2
+    gap = _size(np.swapaxes(plus - minus, -1, -2))
+    scale = np.maximum(
+        np.maximum(_size(np.swapaxes(plus, -1, -2)), _size(np.swapaxes(minus, -1, -2))), 1.0
+    )
+    index = np.nonzero(gap > STRADDLE_RTOL * scale)
+    if not len(index[0]):
+        return out
+    p1, m1 = np.swapaxes(plus, -1, -2)[index], np.swapaxes(minus, -1, -2)[index]  # (K, nout)
+    p2, m2 = refine(index)
+    tol = STRADDLE_RTOL * np.maximum.reduce(
+        [_size(p1), _size(m1), _size(p2), _size(m2), np.ones(len(p1))]
+    )
+    moved_p, moved_m = _size(p1 - p2), _size(m1 - m2)
+    mean = (_size(p2 - m2) <= tol) | ((moved_p <= tol) & (moved_m <= tol))
+    value = np.where(mean[:, None], (p2 + m2) / 2, np.where((moved_p <= moved_m)[:, None], p2, m2))
+    np.swapaxes(out, -1, -2)[index] = value  # a view: writes into `out`
+    return out
+
+
+def split_batch(run: Callable[[Any, int, int], None], B: int, datas: Sequence[Any]) -> None:
+    """Runs `run(data, lo, hi)` over contiguous chunks of `range(B)`, one per `MjData`, each
+    on its own thread (the calling thread takes the first). MuJoCo's bindings release the GIL
+    inside every C call, so the chunks run in parallel."""
+    k = max(1, min(len(datas), B))
+    bounds = [B * j // k for j in range(k + 1)]
+    futures = [_executor().submit(run, datas[j], bounds[j], bounds[j + 1]) for j in range(1, k)]
+    try:
+        run(datas[0], bounds[0], bounds[1])
+    finally:
+        for f in futures:
+            f.result()
+
+
+_EXECUTOR: ThreadPoolExecutor | None = None
+_EXECUTOR_LOCK = threading.Lock()
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _EXECUTOR
+    with _EXECUTOR_LOCK:
+        if _EXECUTOR is None:  # made on first use: importing jaxbridge.mujoco starts no threads
+            _EXECUTOR = ThreadPoolExecutor(
+                max_workers=max(2, os.cpu_count() or 1), thread_name_prefix="jaxbridge-mjd"
+            )
+        return _EXECUTOR
+
+
 def _tangent_mjd(engine: Engine, state: np.ndarray, ctrl: np.ndarray, nstep: int):
-    """Tangent A, B, C, D of `nstep` physics steps by `mjd_transitionFD`, chained."""
+    """Tangent A, B, C, D of `nstep` physics steps by `mjd_transitionFD`, chained.
+
+    Each physics step is differenced twice, forward (`eps = h`) and backward (`eps = -h`,
+    which `mjd_transitionFD` takes as a one-sided step to the left): together the cost of its
+    centred difference plus one step, and `straddle_safe` chooses from the two sides. The
+    batch is split over the worker's `MjData`s, one thread each.
+    """
     m = engine.model
     nt, nu, ns, B = 2 * m.nv + m.na, m.nu, m.nsensordata, state.shape[0]
     A_out, B_out = np.empty((B, nt, nt)), np.empty((B, nt, nu))
     C_out, D_out = np.empty((B, ns, nt)), np.empty((B, ns, nu))
-    A, Bm, C, D = np.empty((nt, nt)), np.empty((nt, nu)), np.empty((ns, nt)), np.empty((ns, nu))
-    with engine.worker() as w:
-        d = w.datas[0]
-        for i in range(B):
+    last = np.empty((B, state.shape[1]))
+
+    def run(d: MjData, lo: int, hi: int) -> None:
+        mats = [
+            (np.empty((nt, nt)), np.empty((nt, nu)), np.empty((ns, nt)), np.empty((ns, nu)))
+            for _ in range(2)
+        ]
+
+        def sides(h: float) -> tuple[np.ndarray, np.ndarray]:  # [[A, B], [C, D]] of each side
+            for eps, (A, Bm, C, D) in zip((h, -h), mats, strict=True):
+                mujoco.mjd_transitionFD(m, d, eps, False, A, Bm, C, D)
+            plus, minus = (np.block([[A, Bm], [C, D]]) for A, Bm, C, D in mats)
+            return plus, minus
+
+        def refine(index: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray]:
+            plus, minus = sides(EPS / REFINE)
+            return plus.T[index[0]], minus.T[index[0]]
+
+        for i in range(lo, hi):
             engine.reset(d, state[i], ctrl[i])
             Phi, Gam = np.eye(nt), np.zeros((nt, nu))
             for k in range(nstep):
-                mujoco.mjd_transitionFD(m, d, EPS, True, A, Bm, C, D)
+                plus, minus = sides(EPS)
+                Z = straddle_safe(plus, minus, refine)
+                A, Bm, C, D = Z[:nt, :nt], Z[:nt, nt:], Z[nt:, :nt], Z[nt:, nt:]
                 if k == nstep - 1:  # sensors are read in the last physics step
                     C_out[i], D_out[i] = C @ Phi, C @ Gam + D
                 Phi, Gam = A @ Phi, A @ Gam + Bm
                 mujoco.mj_step(m, d)  # with the warm start the rollout itself would carry
             A_out[i], B_out[i] = Phi, Gam
-    return A_out, B_out, C_out, D_out
+            mujoco.mj_getState(m, d, last[i], FULLPHYSICS)
+
+    with engine.worker() as w:
+        split_batch(run, B, w.datas)
+    return (A_out, B_out, C_out, D_out), last
 
 
 def perturbations(
-    model: Any, layout: Any, qmap: QposMap, state: np.ndarray, ctrl: np.ndarray, n: int
+    model: Any,
+    layout: Any,
+    qmap: QposMap,
+    state: np.ndarray,
+    ctrl: np.ndarray,
+    dirs: np.ndarray,
+    h: float,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Central-difference points: perturbation j of element i is + and - EPS along tangent
-    direction j (positions by `mj_integratePos`, then velocities, activations), or along
-    control j - (2 nv + na). The first `n` directions; `(B, n, 2, nstate)` and `(B, n, 2, nu)`.
+    """The points `+h` and `-h` along tangent direction `dirs[k]` from `(state[k], ctrl[k])`.
+
+    Directions are numbered as the tangent state then the controls: positions (moved by
+    `mj_integratePos`, which also normalises quaternions), velocities, activations, controls.
+    `state` is `(K, nstate)`, `ctrl` `(K, nu)`, `dirs` `(K,)`; returns `(K, 2, nstate)` and
+    `(K, 2, nu)`.
     """
-    nv, nu, nt = model.nv, model.nu, 2 * model.nv + model.na
-    qs, vs, acts = layout.slice("qpos"), layout.slice("qvel"), layout.slice("act")
-    x = np.repeat(state[:, None, None, :], n, axis=1).repeat(2, axis=2)
-    u = np.repeat(ctrl[:, None, None, :], n, axis=1).repeat(2, axis=2)
-    sign = np.array([EPS, -EPS])
-    step = np.zeros((nt + nu, 2, nt + nu))
-    step[np.arange(nt + nu), :, np.arange(nt + nu)] = sign
-    step = step[:n]
-    k = min(n, nv)  # only position directions touch qpos (integrate renormalises quaternions)
-    x[:, :k, :, qs] = qmap.integrate(x[:, :k, :, qs], step[:k, :, :nv])
-    x[:, :, :, vs] += step[..., nv : 2 * nv]
-    x[:, :, :, acts] += step[..., 2 * nv : nt]
-    u += step[..., nt:]
+    nv, nt, nu = model.nv, 2 * model.nv + model.na, ctrl.shape[-1]
+    qs, vs, acts = slices(layout)
+    K = len(dirs)
+    step = np.zeros((K, 2, nt + nu))
+    step[np.arange(K), :, dirs] = np.array([h, -h])
+    x = np.repeat(state[:, None, :], 2, axis=1)
+    u = np.repeat(ctrl[:, None, :], 2, axis=1) + step[..., nt:]
+    pos = dirs < nv  # only position directions touch qpos
+    x[pos, :, qs] = qmap.integrate(x[pos][..., qs], step[pos][..., :nv])
+    x[..., vs] += step[..., nv : 2 * nv]
+    x[..., acts] += step[..., 2 * nv : nt]
     return x, u
 
 
 def _tangent_fd(engine: Engine, qmap: QposMap, state: np.ndarray, ctrl: np.ndarray, nstep: int):
-    """The same central differences as `mjd_transitionFD`, over one batched rollout."""
+    """The same one-sided pairs of differences, over batched rollouts (on the thread pool)."""
     m, L = engine.model, engine.layout
     nu, nt = m.nu, 2 * m.nv + m.na
     B, n = state.shape[0], nt + nu
-    qs, vs, acts = L.slice("qpos"), L.slice("qvel"), L.slice("act")
-    x, u = perturbations(m, L, qmap, state, ctrl, n)
-    states, sensors, _ = engine.rollout(x.reshape(-1, L.nstate), u.reshape(-1, 1, nu), nstep)
-    states = states.reshape(B, n, 2, L.nstate)
-    sensors = sensors.reshape(B, n, 2, m.nsensordata)
-    plus, minus = states[:, :, 0], states[:, :, 1]
-    dx = np.concatenate(
-        [
-            qmap.difference(minus[..., qs], plus[..., qs]),
-            plus[..., vs] - minus[..., vs],
-            plus[..., acts] - minus[..., acts],
-        ],
-        axis=-1,
-    ) / (2 * EPS)  # (B, n, nt): row j is the derivative along direction j
-    ds = (sensors[:, :, 0] - sensors[:, :, 1]) / (2 * EPS)
-    dx, ds = np.swapaxes(dx, 1, 2), np.swapaxes(ds, 1, 2)
-    return dx[:, :, :nt], dx[:, :, nt:], ds[:, :, :nt], ds[:, :, nt:]
+    qs, vs, acts = slices(L)
+
+    def simulate(x: np.ndarray, u: np.ndarray) -> np.ndarray:  # states and sensors, joined
+        states, sensors, _ = engine.rollout(x.reshape(-1, L.nstate), u.reshape(-1, 1, nu), nstep)
+        return np.concatenate([states[:, 0], sensors[:, 0]], axis=-1).reshape(*x.shape[:-1], -1)
+
+    def tangent(a: np.ndarray, b: np.ndarray) -> np.ndarray:  # b - a: tangent state, sensors
+        return np.concatenate(
+            [
+                qmap.difference(a[..., qs], b[..., qs]),
+                b[..., vs] - a[..., vs],
+                b[..., acts] - a[..., acts],
+                b[..., L.nstate :] - a[..., L.nstate :],
+            ],
+            axis=-1,
+        )
+
+    def sides(points: np.ndarray, nominal: np.ndarray, h: float) -> tuple[np.ndarray, np.ndarray]:
+        return tangent(nominal, points[..., 0, :]) / h, tangent(points[..., 1, :], nominal) / h
+
+    dirs = np.tile(np.arange(n), B)
+    x, u = perturbations(m, L, qmap, np.repeat(state, n, 0), np.repeat(ctrl, n, 0), dirs, EPS)
+    # Row 0 of each element is the unperturbed point, then the + and - points of each direction.
+    x = np.concatenate([state[:, None], x.reshape(B, 2 * n, L.nstate)], axis=1)
+    u = np.concatenate([ctrl[:, None], u.reshape(B, 2 * n, nu)], axis=1)
+    out = simulate(x, u)
+    nominal = out[:, 0]
+    plus, minus = sides(out[:, 1:].reshape(B, n, 2, -1), nominal[:, None], EPS)
+
+    def refine(index: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray]:
+        b, j = index
+        h = EPS / REFINE
+        xr, ur = perturbations(m, L, qmap, state[b], ctrl[b], j, h)
+        return sides(simulate(xr, ur), nominal[b], h)
+
+    Z = straddle_safe(np.swapaxes(plus, 1, 2), np.swapaxes(minus, 1, 2), refine)
+    tangents = (Z[:, :nt, :nt], Z[:, :nt, nt:], Z[:, nt:, :nt], Z[:, nt:, nt:])
+    return tangents, nominal[:, : L.nstate]
 
 
-def uses_mjd(model: mujoco.MjModel) -> bool:
+def uses_mjd(model: MjModel) -> bool:
     """Whether `mjd_transitionFD` accepts this model (it refuses RK4)."""
     return int(model.opt.integrator) != int(mujoco.mjtIntegrator.mjINT_RK4)
 
@@ -250,7 +416,8 @@ def step_jacobians(
         `(Jx, Ju, Sx, Su)`: `d next_state / d state` `(B, nstate, nstate)`, `d next_state /
         d ctrl` `(B, nstate, nu)`, and `d sensordata / d state`, `d sensordata / d ctrl`
         `(B, nsensordata, nstate)`, `(B, nsensordata, nu)`, in the coordinates of the state
-        vector.
+        vector. Each physics step (`"mjd"`) or step (`"fd"`) is differenced with step `EPS`
+        on each side; where a side crosses a discontinuity it is dropped (`straddle_safe`).
     """
     m, L = engine.model, engine.layout
     state = np.ascontiguousarray(state, dtype=np.float64)
@@ -258,13 +425,13 @@ def step_jacobians(
     if method == "auto":
         method = "mjd" if uses_mjd(m) else "fd"
     if method == "mjd":
-        A, Bm, C, D = _tangent_mjd(engine, state, ctrl, nstep)
+        (A, Bm, C, D), reached = _tangent_mjd(engine, state, ctrl, nstep)
     else:
-        A, Bm, C, D = _tangent_fd(engine, qmap, state, ctrl, nstep)
+        (A, Bm, C, D), reached = _tangent_fd(engine, qmap, state, ctrl, nstep)
     if next_state is None:
-        next_state = engine.rollout(state, ctrl[:, None], nstep)[0][:, 0]
+        next_state = reached
     B, nv, na, nt = state.shape[0], m.nv, m.na, 2 * m.nv + m.na
-    qs, vs, acts = L.slice("qpos"), L.slice("qvel"), L.slice("act")
+    qs, vs, acts = slices(L)
     T_in = np.zeros((B, nt, L.nstate))
     T_in[:, :nv, qs] = qmap.qpos_to_tangent(state[:, qs])
     T_in[:, nv : 2 * nv, vs] = np.eye(nv)

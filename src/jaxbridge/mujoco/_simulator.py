@@ -12,7 +12,7 @@ import numpy as np
 
 import jaxbridge
 
-from . import _derivatives
+from . import _derivatives, _jacobians
 from ._engine import DEFAULT_OUTPUTS, Engine
 from ._model import load_gymnasium, load_model
 from ._state import StateParts
@@ -63,14 +63,16 @@ class Simulator:
     zero warm start, whichever thread runs it.
 
     Derivatives (`jax.grad`, `jvp`, `jacfwd`, `jacrev`, and their vmaps) of `step` and
-    `rollout` come from `mujoco.mjd_transitionFD` (central differences in tangent space,
-    computed for the whole batch in one host call) mapped to the coordinates of the state array
-    (4 per quaternion, not 3). For RK4 models, which `mjd_transitionFD` refuses (the
+    `rollout` come from `mujoco.mjd_transitionFD` (differences in tangent space that do not
+    straddle contact changes, computed for the whole batch in one host call; see
+    "Derivatives through contact" in docs/mujoco.md) mapped to the coordinates of the state
+    array (4 per quaternion, not 3). For RK4 models, which `mjd_transitionFD` refuses (the
     gymnasium models use RK4), the same differences run as one batched `mujoco.rollout`
     instead; `derivatives="fd"` forces this for any model. `rollout` chains the per-step
-    Jacobians, without simulating again, in both modes. `forward` outputs differentiate by
-    central differences. Second-order derivatives are not supported. Time, `history`,
-    `plugin` and `plastic` state are treated as constants.
+    Jacobians, without simulating again, in both modes. `forward`'s kinematic outputs have
+    analytic Jacobians (MuJoCo's `mj_jac*`), the others differences. Second-order
+    derivatives are not supported. Time, `history`, `plugin` and `plastic` state are treated
+    as constants.
 
     Args:
         model: a `mujoco.MjModel`, MJCF text, or a path to an `.xml`/`.mjb` file.
@@ -494,9 +496,9 @@ class Simulator:
 
         Returns:
             A dict from name to `(*batch, *shape)` array; floats in `state`'s dtype, integers
-            as int32. Derivatives (all modes) of the float outputs by central differences in
-            tangent space (step 1e-6), mapped to the state's coordinates; they are not
-            meaningful where a contact appears or disappears within the step.
+            as int32. Derivatives (all modes) of the float outputs: analytic for positions and
+            orientations of bodies, geoms and sites and for `subtree_com`, differences at the
+            cheapest pipeline stage otherwise, mapped to the state's coordinates.
 
         Raises:
             ValueError: an unknown output name, or `state`/`ctrl` of the wrong size.
@@ -544,66 +546,14 @@ class Simulator:
 
     def _host_forward_jacobian(self, state: np.ndarray, ctrl: np.ndarray, names):
         lead = state.shape[:-1]
-        jac = _forward_jacobian(
-            self, state.reshape(-1, self.nstate), ctrl.reshape(-1, self.nu), names
+        jac = _jacobians.forward_jacobian(
+            self._engine,
+            self._qmap,
+            state.reshape(-1, self.nstate),
+            ctrl.reshape(-1, self.nu),
+            names,
+            self.max_contacts,
         )
         return {
             k: tuple(b.reshape((*lead, *b.shape[1:])) for b in blocks) for k, blocks in jac.items()
         }
-
-
-# `mj_forward` outputs computed from positions alone (kinematics and collision): their
-# derivatives with respect to velocities, activations and controls are exactly zero, so those
-# directions are not differenced (for the humanoid: 46 evaluations per state instead of 126).
-POSITION_ONLY = frozenset(
-    {
-        "xpos",
-        "xquat",
-        "xmat",
-        "xipos",
-        "ximat",
-        "xanchor",
-        "xaxis",
-        "geom_xpos",
-        "geom_xmat",
-        "site_xpos",
-        "site_xmat",
-        "cam_xpos",
-        "cam_xmat",
-        "light_xpos",
-        "light_xdir",
-        "subtree_com",
-        "ten_length",
-        "actuator_length",
-        "ncon",
-    }
-)
-
-
-def _forward_jacobian(sim: Simulator, state: np.ndarray, ctrl: np.ndarray, names):
-    """Central differences of `forward` in tangent space, all points in one engine call."""
-    m, L, qmap, eps = sim.model, sim._layout, sim._qmap, _derivatives.EPS
-    nv, na, nu, nt = m.nv, m.na, m.nu, 2 * m.nv + m.na
-    positions_only = all(k in POSITION_ONLY or k.startswith("contact_") for k in names)
-    B, n = state.shape[0], (nv if positions_only else nt + nu)
-    qs, vs, acts = L.slice("qpos"), L.slice("qvel"), L.slice("act")
-    x, u = _derivatives.perturbations(m, L, qmap, state, ctrl, n)
-    out = sim._engine.forward(x.reshape(-1, L.nstate), u.reshape(-1, nu), names, sim.max_contacts)
-    T_in = np.zeros((B, nt, L.nstate))
-    T_in[:, :nv, qs] = qmap.qpos_to_tangent(state[:, qs])
-    T_in[:, nv : 2 * nv, vs] = np.eye(nv)
-    T_in[:, 2 * nv :, acts] = np.eye(na)
-    jac = {}
-    for name, value in out.items():
-        shape = value.shape[1:]
-        if not np.issubdtype(value.dtype, np.floating):
-            jac[name] = (np.zeros((B, *shape, L.nstate)), np.zeros((B, *shape, nu)))
-            continue
-        value = value.reshape(B, n, 2, -1)
-        d = (value[:, :, 0] - value[:, :, 1]) / (2 * eps)  # (B, n, size)
-        d = np.swapaxes(d, 1, 2)  # (B, size, n)
-        if positions_only:  # the undifferenced directions are exact zeros
-            d = np.concatenate([d, np.zeros((B, d.shape[1], nt + nu - n))], axis=2)
-        dstate = d[:, :, :nt] @ T_in
-        jac[name] = (dstate.reshape(B, *shape, L.nstate), d[:, :, nt:].reshape(B, *shape, nu))
-    return jac
