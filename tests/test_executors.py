@@ -149,7 +149,9 @@ def test_init_state_is_per_worker(kind, request, x64):
         "processes": lambda: jaxbridge.Processes(2, chunk_size=2),
         "ray": lambda: jaxbridge.Ray(num_workers=2, chunk_size=2),
     }[kind]()
-    f = jaxbridge.host(use_state, vmap=executor, init=make_state)
+    # A declared result: no probing call in this thread, which runs chunks too under Threads.
+    result = lambda x: jax.ShapeDtypeStruct((3,), jnp.int64)
+    f = jaxbridge.host(use_state, vmap=executor, init=make_state, result=result)
     first = np.asarray(jax.vmap(f)(jnp.zeros((12, 3), jnp.int64)))
     # A second signature of the same function shares the workers' states.
     second = np.asarray(jax.vmap(f)(jnp.zeros((12, 5), jnp.int64)))
