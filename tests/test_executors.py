@@ -31,10 +31,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def ray_cluster():
-    """A real local Ray cluster for this module, shut down at its end."""
+    """A real local Ray instance for this module, shut down at its end.
+
+    `address="local"`: always a private instance, even when `ray start` has registered a
+    cluster on this machine (Ray's ray_current_cluster file, live or stale), which plain
+    `ray.init(num_cpus=...)` would try to join and fail.
+    """
     ray = pytest.importorskip("ray")
     if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
 
