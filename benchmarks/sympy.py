@@ -185,13 +185,17 @@ def measure_training(expr, syms, xs, sympy2jax, eqx):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true")
-    quick = parser.parse_args().quick
+    parser.add_argument("--quick", action="store_true", help="the small sizes only")
+    parser.add_argument("--max-ops", type=int, default=None, help="only rows of at most N ops")
+    opts = parser.parse_args()
+    quick = opts.quick
     sizes = (
         [(200, False), (2000, False), (200, True)]
         if quick
         else [(200, False), (2000, False), (20000, False), (200, True), (2000, True), (20000, True)]
     )
+    if opts.max_ops is not None:
+        sizes = [(n, shared) for n, shared in sizes if n <= opts.max_ops]
     sympy2jax = peer("sympy2jax", rows="the sympy2jax rows")
     # sympy2jax's modules are equinox modules: its training rows jit with equinox's filters.
     eqx = peer("equinox", rows="the sympy2jax training rows") if sympy2jax else None
@@ -202,7 +206,7 @@ def main():
     jax.jit(lambda v: v + 1.0)(xs[0]).block_until_ready()  # one-time backend start-up
     nan = float("nan")
     base_name = "lambdify jax cse"
-    n_train = 200 if quick else 2000
+    n_train = min(200 if quick else 2000, opts.max_ops or 2000)
     reuse = 4 if quick else 10
     print(
         f"Training constants, {n_train} ops, the expression passed as a jit argument (arg) or "
