@@ -275,11 +275,14 @@ class Threads(_Executor):
     def _run_chunks(self, call, flat_ins, shared, flat_outs, chunks):
         n = min(self.workers(), len(chunks))
         batch = _Batch(call, flat_ins, flat_outs, chunks, self.vectorized)
-        with inner_threads:
+        with inner_threads if n > 1 else contextlib.nullcontext():
             if n > 1:
                 pool = _thread_pool(self.workers() - 1)
                 for _ in range(n - 1):
-                    pool.submit(batch.drain)
+                    try:
+                        pool.submit(batch.drain)
+                    except RuntimeError:  # the pool stopped (interpreter exit): run them here
+                        break
             # The calling thread takes chunks too, rather than waiting idle for the pool.
             was_worker = getattr(_local, "in_worker", False)
             _local.in_worker = True
