@@ -106,8 +106,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, three rounds")
     parser.add_argument("--no-ray", action="store_true", help="skip Ray")
+    parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds (9; 3 quick)")
     opts = parser.parse_args()
     batch, n, rounds = (64, 128, 3) if opts.quick else (256, 256, 9)
+    rounds = opts.rounds or rounds
     # (a) smaller: on a loaded machine OpenBLAS's own threads make a multi-threaded solve slow
     # by orders of magnitude (they wait for each other at every step), and (a) runs that way
     # wherever BLAS keeps the process's settings.
