@@ -2,6 +2,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+BENCH_STAMP := $(VENV)/.installed-bench
 
 .PHONY: demo test bench lint docs clean
 
@@ -13,16 +14,22 @@ $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q -e '.[all,test]'
 	touch $(STAMP)
 
+# The peers the benchmarks compare against (mujoco-mjx, sympy2jax, equinox): `make bench` only.
+$(BENCH_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/pip install -q -e '.[all,test,bench]'
+	touch $(BENCH_STAMP)
+
 demo: $(STAMP)
 	$(BIN)/python -m jaxbridge demo
 
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/pyright src
 	$(BIN)/python -m pytest -q
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
-bench: $(STAMP)
+bench: $(BENCH_STAMP)
 	$(BIN)/python -m jaxbridge bench
 
 docs: $(STAMP)

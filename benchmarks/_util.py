@@ -1,16 +1,55 @@
-"""Shared helpers for the benchmark scripts: timing and the ratio table."""
+"""Shared helpers for the benchmark scripts: timing, the ratio table, and optional peers."""
 
 from __future__ import annotations
 
+import importlib
 import statistics
 import sys
 import time
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 import jax
 
 QUICK = "--quick" in sys.argv
+
+SKIPPED = (
+    "skipped: {rows} (they need {module}, which does not import: {etype}: {emsg}). "
+    "Install the peers the benchmarks compare against: `pip install 'jaxbridge[bench]'` "
+    "or `make bench`."
+)
+
+
+def peer(module: str, *, rows: str) -> ModuleType | None:
+    """`module` imported, or None after printing which rows are skipped without it.
+
+    For the packages a benchmark compares against (the `bench` extra: mujoco-mjx, sympy2jax,
+    equinox, ...): a missing one skips its rows with a line that says so, never a traceback.
+
+    Args:
+        module: the import name, dotted for a submodule (`"mujoco.mjx"`).
+        rows: what is skipped without it, for the message (`"the sympy2jax rows"`).
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        skipped(rows, module, e)
+        return None
+
+
+def skipped(rows: str, module: str, error: ImportError) -> None:
+    """Prints that `rows` are skipped because `module` failed to import with `error`."""
+    print(SKIPPED.format(rows=rows, module=module, etype=type(error).__name__, emsg=error))
+    sys.stdout.flush()
+
+
+def require(module: str, *, script: str) -> ModuleType:
+    """`module` imported, or exits this script (status 0) after saying it was skipped."""
+    found = peer(module, rows=f"every row of {script}")
+    if found is None:
+        sys.exit(0)
+    return found
 
 
 def timeit(fn: Callable[[], Any], *, number: int, repeat: int = 5) -> float:

@@ -1,37 +1,38 @@
-"""Batched host calls: sequential vs Threads, Processes, Ray and a hand-written thread pool.
+"""Batched host calls: Threads, Processes and Ray against a hand-written thread pool.
 
-Run: `python benchmarks/batching.py [--quick] [--no-ray]`. Prints, for the same run:
+Run: `python benchmarks/batching.py [--quick] [--no-ray]`. Workloads, each over a batch under
+`jax.jit(jax.vmap(...))`:
 
-  (a) a GIL-releasing host function (NumPy linear solve of N unknowns per element),
-  (b) a pure-Python host function that holds the GIL,
-  (c) a GIL-releasing NumPy kernel without BLAS (elementwise maths and a sort per element):
-      on machines whose OpenBLAS serialises concurrent calls (this project's 2-core machines:
-      even a plain ThreadPoolExecutor over np.linalg.solve runs no faster than a loop), (c)
-      shows what threads give to host code that really runs in parallel,
+  (a) a LAPACK solve of N unknowns per element (GIL released, BLAS inside the host function),
+  (b) a pure-Python function that holds the GIL (Collatz steps),
+  (c) a GIL-releasing NumPy kernel without BLAS (elementwise maths and a sort per element),
+  (c+) (c) again, each call right after BLAS work in the calling thread (a matrix product at
+       the process's own BLAS settings), as in a program that mixes both.
 
-each over a batch under `jax.jit(jax.vmap(...))`, as milliseconds per batched call and as
-speed-up over `vmap="sequential"`; then Ray's overhead per call and per element.
+The reference is what a user writes without JAX: the same function over NumPy arrays on a
+`concurrent.futures.ThreadPoolExecutor(2)` ("hand pool"), and a plain loop. Calls of every
+method and workload are interleaved in shuffled rounds (load on a shared machine hits each
+alike); the tables show medians, the load average beside them, and the targets.
 
-BLAS runs single-threaded here (set before NumPy loads) so that the parallelism measured is the
-executors' over elements, not OpenBLAS's inside one solve.
+BLAS keeps the process's settings (this benchmark is about threads): OpenBLAS starts a thread
+per core for each call unless OPENBLAS_NUM_THREADS says otherwise.
 """
 
 from __future__ import annotations
 
+import argparse
+import concurrent.futures
 import os
+import random
+import statistics
+import time
 
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+import jax
+import jax.numpy as jnp
+import numpy as np
+from _util import peer, table, verdict
 
-import argparse  # noqa: E402
-import concurrent.futures  # noqa: E402
-import time  # noqa: E402
-
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-
-import jaxbridge  # noqa: E402
+import jaxbridge
 
 WORKERS = 2
 
@@ -56,119 +57,212 @@ def collatz(x):
     return np.asarray([steps, 0], np.int32)
 
 
-def hand_written(fn, result, pool):
-    """The baseline: pure_callback(vmap_method="broadcast_all") fanning out on a thread pool."""
+def outside_jax(fn, args, result, pool):
+    """The reference: `fn` over NumPy arrays, by a loop (pool=None) or two halves on `pool`."""
+    arrays = [np.asarray(x) for x in args]
+    size = arrays[0].shape[0]
+    out = np.empty((size, *result.shape), result.dtype)
 
-    def batched(*arrays):
-        if arrays[0].ndim == result.ndim:  # unbatched
-            return np.asarray(fn(*arrays), result.dtype)
-        size = arrays[0].shape[0]
-        out = np.empty((size, *result.shape), result.dtype)
-        bounds = np.linspace(0, size, WORKERS + 1).astype(int)
+    def chunk(lo, hi):
+        for i in range(lo, hi):
+            out[i] = fn(*(x[i] for x in arrays))
 
-        def chunk(lo, hi):
-            for i in range(lo, hi):
-                out[i] = fn(*(x[i] for x in arrays))
-
-        list(pool.map(chunk, bounds[:-1], bounds[1:]))
+    def run():
+        if pool is None:
+            chunk(0, size)
+        else:
+            bounds = np.linspace(0, size, WORKERS + 1).astype(int)
+            list(pool.map(chunk, bounds[:-1], bounds[1:]))
         return out
 
-    return lambda *args: jax.pure_callback(batched, result, *args, vmap_method="broadcast_all")
+    return run
 
 
-def timed(f, args, repeats):
-    jax.block_until_ready(f(*args))  # compile, start pools, send the function to workers
-    best = float("inf")
-    for _ in range(repeats):
-        t = time.perf_counter()
-        jax.block_until_ready(f(*args))
-        best = min(best, time.perf_counter() - t)
-    return best
+def blas_work(w):
+    """BLAS in the calling thread at the process's settings: OpenBLAS wakes its own threads."""
+    return w @ w
+
+
+def measure(methods, workloads, rounds, blas):
+    """Median seconds of each (method, workload), calls interleaved in shuffled rounds."""
+    pairs = [(m, w) for m in methods for w in workloads if methods[m].get(w) is not None]
+    for m, w in pairs:  # compile, start pools, send the functions to the workers
+        jax.block_until_ready(methods[m][w]())
+    times: dict[tuple[str, str], list[float]] = {p: [] for p in pairs}
+    shuffle = random.Random(0).shuffle
+    for _ in range(rounds):
+        shuffle(pairs)
+        for m, w in pairs:
+            fn = methods[m][w]
+            if w == "c+":
+                blas_work(blas)
+            t = time.perf_counter()
+            jax.block_until_ready(fn())
+            times[m, w].append(time.perf_counter() - t)
+    return {p: statistics.median(v) for p, v in times.items()}
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes, one repeat")
+    parser.add_argument("--quick", action="store_true", help="small sizes, three rounds")
     parser.add_argument("--no-ray", action="store_true", help="skip Ray")
+    parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds (9; 3 quick)")
     opts = parser.parse_args()
-    batch, n, repeats = (64, 128, 1) if opts.quick else (256, 256, 5)
+    batch, n, rounds = (64, 128, 3) if opts.quick else (256, 256, 9)
+    rounds = opts.rounds or rounds
+    # (a) smaller: on a loaded machine OpenBLAS's own threads make a multi-threaded solve slow
+    # by orders of magnitude (they wait for each other at every step), and (a) runs that way
+    # wherever BLAS keeps the process's settings.
+    n_a = n // 2
     span = 100 if opts.quick else 300
 
     rng = np.random.default_rng(0)
-    a = jnp.asarray(rng.standard_normal((batch, n, n)) + n * np.eye(n), jnp.float32)
-    b = jnp.asarray(rng.standard_normal((batch, n)), jnp.float32)
+    a = jnp.asarray(rng.standard_normal((batch, n_a, n_a)) + n_a * np.eye(n_a), jnp.float32)
+    b = jnp.asarray(rng.standard_normal((batch, n_a)), jnp.float32)
     starts = jnp.stack([jnp.arange(batch) * span + 1, jnp.full(batch, span)], 1).astype(jnp.int32)
     c = jnp.asarray(rng.standard_normal((batch, n, n)), jnp.float32)
+    blas = rng.standard_normal((256, 256))
+    args = {"a": (a, b), "b": (starts,), "c": (c,), "c+": (c,)}
+    fns = {"a": solve, "b": collatz, "c": kernel, "c+": kernel}
+    results = {
+        "a": jax.ShapeDtypeStruct((n_a,), jnp.float32),
+        "b": jax.ShapeDtypeStruct((2,), jnp.int32),
+        "c": jax.ShapeDtypeStruct((n,), jnp.float32),
+        "c+": jax.ShapeDtypeStruct((n,), jnp.float32),
+    }
+    workloads = list(fns)
 
     executors: dict = {
         "sequential": "sequential",
         f"Threads({WORKERS})": jaxbridge.Threads(WORKERS),
-        f"Processes({WORKERS})": jaxbridge.Processes(WORKERS),
     }
-    rows = {}
+    if peer("cloudpickle", rows=f"the Processes({WORKERS}) rows"):
+        executors[f"Processes({WORKERS})"] = jaxbridge.Processes(WORKERS)
+    methods: dict[str, dict] = {}
     for label, vmap in executors.items():
-        fa = jax.jit(jax.vmap(jaxbridge.host(solve, vmap=vmap, result=lambda a, b: b)))
-        fb = jax.jit(jax.vmap(jaxbridge.host(collatz, vmap=vmap)))
-        fc = jax.jit(jax.vmap(jaxbridge.host(kernel, vmap=vmap)))
-        rows[label] = (
-            timed(fa, (a, b), repeats),
-            timed(fb, (starts,), repeats),
-            timed(fc, (c,), repeats),
-        )
-    if not opts.no_ray:  # after the others: a starting cluster keeps the CPUs busy a while
-        import ray
+        methods[label] = {}
+        for w in workloads:
+            f = jax.jit(jax.vmap(jaxbridge.host(fns[w], vmap=vmap, result=results[w])))
+            methods[label][w] = lambda f=f, x=args[w]: f(*x)
+    pool = concurrent.futures.ThreadPoolExecutor(WORKERS)
+    methods["hand pool (no JAX)"] = {
+        w: outside_jax(fns[w], args[w], results[w], pool) for w in workloads
+    }
+    methods["loop (no JAX)"] = {
+        w: outside_jax(fns[w], args[w], results[w], None) for w in workloads
+    }
 
-        ray.init(num_cpus=WORKERS, include_dashboard=False, log_to_driver=False)
+    # Every method's numbers, once: a fast wrong answer would be worse than a slow one.
+    for label, by_workload in methods.items():
+        for w, fn in by_workload.items():
+            np.testing.assert_array_equal(
+                np.asarray(fn()), np.asarray(methods["sequential"][w]()), err_msg=f"{label} {w}"
+            )
+
+    load = os.getloadavg()
+    median = measure(methods, workloads, rounds, blas)
+    load_after = os.getloadavg()
+    pool.shutdown()
+    base = {w: median["sequential", w] for w in workloads}
+    hand = {w: median["hand pool (no JAX)", w] for w in workloads}
+    rows = [
+        (
+            label,
+            *(
+                f"{median[label, w] * 1e3:.1f} ms, {base[w] / median[label, w]:.2f}x"
+                for w in workloads
+            ),
+            *(f"{hand[w] / median[label, w]:.2f}" for w in ("c", "c+")),
+        )
+        for label in methods
+    ]
+    print(
+        table(
+            f"{batch} elements, {WORKERS} workers, {rounds} interleaved rounds (medians); "
+            f"load average {load[0]:.2f} before, {load_after[0]:.2f} after, "
+            f"{os.cpu_count()} CPUs",
+            rows,
+            (
+                "method",
+                f"(a) solve {n_a}",
+                "(b) pure Python",
+                f"(c) kernel {n}x{n}",
+                "(c+) after BLAS",
+                "(c) vs hand pool",
+                "(c+) vs hand pool",
+            ),
+        )
+    )
+    threads = f"Threads({WORKERS})"
+    targets = [
+        (f"{threads} / hand pool, (c)", hand["c"] / median[threads, "c"], 0.9),
+        (f"{threads} / hand pool, (c+) after BLAS", hand["c+"] / median[threads, "c+"], 0.9),
+        (f"{threads} speed-up, (c)", base["c"] / median[threads, "c"], 1.6),
+    ]
+    if f"Processes({WORKERS})" in executors:
+        proc = median[f"Processes({WORKERS})", "b"]
+        targets.append((f"Processes({WORKERS}) speed-up, (b)", base["b"] / proc, 1.6))
+    print(
+        table(
+            "Targets (ratios > 1 are faster)",
+            [(k, f"{v:.2f}", verdict(v, t, lower_is_better=False)) for k, v, t in targets],
+            ("measure", "value", "target"),
+        )
+    )
+
+    ray = None if opts.no_ray else peer("ray", rows="the Ray rows")
+    if ray is not None:
+        ray_rows(ray, fns, args, results, workloads, rounds)
+
+
+def ray_rows(ray, fns, args, results, workloads, rounds):
+    """Ray's rows and overhead: after the others, since a starting cluster keeps CPUs busy."""
+    # A private local instance, never a cluster already registered on this machine.
+    ray.init(address="local", num_cpus=WORKERS, include_dashboard=False, log_to_driver=False)
+    try:
         time.sleep(5.0)
-        ray_executor = executors[f"Ray(num_workers={WORKERS})"] = jaxbridge.Ray(num_workers=WORKERS)
-        fa = jax.jit(jax.vmap(jaxbridge.host(solve, vmap=ray_executor, result=lambda a, b: b)))
-        fb = jax.jit(jax.vmap(jaxbridge.host(collatz, vmap=ray_executor)))
-        fc = jax.jit(jax.vmap(jaxbridge.host(kernel, vmap=ray_executor)))
-        rows[f"Ray(num_workers={WORKERS})"] = (
-            timed(fa, (a, b), repeats),
-            timed(fb, (starts,), repeats),
-            timed(fc, (c,), repeats),
-        )
-    with concurrent.futures.ThreadPoolExecutor(WORKERS) as pool:
-        fa = jax.jit(jax.vmap(hand_written(solve, jax.ShapeDtypeStruct((n,), jnp.float32), pool)))
-        fb = jax.jit(jax.vmap(hand_written(collatz, jax.ShapeDtypeStruct((2,), jnp.int32), pool)))
-        fc = jax.jit(jax.vmap(hand_written(kernel, jax.ShapeDtypeStruct((n,), jnp.float32), pool)))
-        rows["ThreadPoolExecutor + pure_callback"] = (
-            timed(fa, (a, b), repeats),
-            timed(fb, (starts,), repeats),
-            timed(fc, (c,), repeats),
-        )
-
-    base = rows["sequential"]
-    print(
-        f"\n{batch} elements, {WORKERS} workers; (a) solve of {n} unknowns, (b) pure Python, "
-        f"(c) NumPy kernel on {n}x{n}"
-    )
-    print(f"{'executor':<38}" + "".join(f"{f'({k}) ms':>9}{'speed-up':>10}" for k in "abc"))
-    for label, times in rows.items():
-        print(
-            f"{label:<38}"
-            + "".join(f"{t * 1e3:>9.1f}{b / t:>9.2f}x" for t, b in zip(times, base, strict=True))
-        )
-    hand = rows["ThreadPoolExecutor + pure_callback"]
-    threads = rows[f"Threads({WORKERS})"]
-    print(
-        f"\nThreads vs the hand-written pool: (a) {hand[0] / threads[0]:.2f}x, "
-        f"(c) {hand[2] / threads[2]:.2f}x"
-    )
-
-    if not opts.no_ray:
-        tiny = jax.jit(jax.vmap(jaxbridge.host(lambda x: x + 1, vmap=ray_executor)))
-        small = timed(tiny, (jnp.zeros(WORKERS),), repeats * 4)
-        large = timed(tiny, (jnp.zeros(4096),), repeats * 4)
+        executor = jaxbridge.Ray(num_workers=WORKERS)
+        methods: dict[str, dict] = {}
+        for label, vmap in (("sequential", "sequential"), (repr(executor), executor)):
+            methods[label] = {}
+            for w in workloads[:3]:
+                f = jax.jit(jax.vmap(jaxbridge.host(fns[w], vmap=vmap, result=results[w])))
+                methods[label][w] = lambda f=f, x=args[w]: f(*x)
+        median = measure(methods, workloads[:3], rounds, None)
+        rows = [
+            (
+                label,
+                *(
+                    f"{median[label, w] * 1e3:.1f} ms, "
+                    f"{median['sequential', w] / median[label, w]:.2f}x"
+                    for w in workloads[:3]
+                ),
+            )
+            for label in methods
+        ]
+        print(table("Ray, a local 2-CPU instance", rows, ("method", "(a)", "(b)", "(c)")))
+        tiny = jax.jit(jax.vmap(jaxbridge.host(lambda x: x + 1, vmap=executor)))
+        small = min_time(tiny, jnp.zeros(WORKERS), rounds * 4)
+        large = min_time(tiny, jnp.zeros(4096), rounds * 4)
         seq = jax.jit(jax.vmap(jaxbridge.host(lambda x: x + 1)))
-        host = timed(seq, (jnp.zeros(4096),), repeats * 4) / 4096
+        host = min_time(seq, jnp.zeros(4096), rounds * 4) / 4096
         per_element = (large - small) / (4096 - WORKERS) - host
         print(
             f"Ray overhead: {small * 1e3:.2f} ms per call ({WORKERS} tasks), "
             f"{per_element * 1e6:.2f} us per element beyond the host function"
         )
+    finally:
         ray.shutdown()
+
+
+def min_time(f, x, repeats):
+    jax.block_until_ready(f(x))
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        jax.block_until_ready(f(x))
+        best = min(best, time.perf_counter() - t)
+    return best
 
 
 if __name__ == "__main__":

@@ -25,10 +25,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-import psutil
-from _util import QUICK, table
+from _util import QUICK, require, table
 
 import jaxbridge
+
+psutil = require("psutil", script="soak.py")  # resident memory; in the `test` extra
 
 SCALE = 10 if QUICK else 1
 PROCESS = psutil.Process(os.getpid())

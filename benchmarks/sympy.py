@@ -22,7 +22,17 @@ sys.path = [p for p in sys.path if os.path.abspath(p or os.getcwd()) != _HERE]
 import jax  # noqa: E402
 import jax.numpy as jnp
 import numpy as np
-import sympy
+
+try:
+    import sympy
+except ImportError as e:  # imported before this folder is back on the path: it holds sympy.py
+    sympy, _sympy_missing = None, e
+sys.path.append(_HERE)  # for _util, after every package that could be shadowed
+from _util import peer, skipped
+
+if sympy is None:
+    skipped("every row of sympy.py", "sympy", _sympy_missing)
+    sys.exit(0)
 
 import jaxbridge.sympy as jbs
 
@@ -140,21 +150,20 @@ def measure_numpy(convert, xs):
     return dict(convert=conversion, call=call)
 
 
-def measure_training(expr, syms, xs, sympy2jax):
+def measure_training(expr, syms, xs, sympy2jax, eqx):
     """Forward and grad w.r.t. the constants with the expression passed as a jit argument.
 
     Against the forward call, and the grad w.r.t. the inputs, of the same converter closed over
-    (its constants baked in), all measured in the same rounds.
+    (its constants baked in), all measured in the same rounds. The sympy2jax rows need both
+    `sympy2jax` and `eqx` (equinox); either None skips them.
     """
-    import equinox as eqx
-
     names = [str(s) for s in syms]
     # jaxbridge's Expression is a plain pytree: plain jax.jit; sympy2jax's module needs equinox.
     models = {
         "jaxbridge": (jbs.Expression(expr, list(syms)), lambda e, *v: e(*v), jax.jit, jax.grad)
     }
     closed = {"jaxbridge": jbs.compile(expr, list(syms))}
-    if sympy2jax is not None:
+    if sympy2jax is not None and eqx is not None:
         module = sympy2jax.SymbolicModule(expr)
         call = lambda m, *v: m(**dict(zip(names, v, strict=True)))
         models["sympy2jax"] = (module, call, eqx.filter_jit, eqx.filter_grad)
@@ -176,17 +185,20 @@ def measure_training(expr, syms, xs, sympy2jax):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true")
-    quick = parser.parse_args().quick
+    parser.add_argument("--quick", action="store_true", help="the small sizes only")
+    parser.add_argument("--max-ops", type=int, default=None, help="only rows of at most N ops")
+    opts = parser.parse_args()
+    quick = opts.quick
     sizes = (
         [(200, False), (2000, False), (200, True)]
         if quick
         else [(200, False), (2000, False), (20000, False), (200, True), (2000, True), (20000, True)]
     )
-    try:
-        import sympy2jax
-    except ImportError:
-        sympy2jax = None
+    if opts.max_ops is not None:
+        sizes = [(n, shared) for n, shared in sizes if n <= opts.max_ops]
+    sympy2jax = peer("sympy2jax", rows="the sympy2jax rows")
+    # sympy2jax's modules are equinox modules: its training rows jit with equinox's filters.
+    eqx = peer("equinox", rows="the sympy2jax training rows") if sympy2jax else None
     key = jax.random.PRNGKey(0)
     xs = [
         jax.random.uniform(k, (POINTS,), minval=0.1, maxval=0.9) for k in jax.random.split(key, 5)
@@ -194,7 +206,7 @@ def main():
     jax.jit(lambda v: v + 1.0)(xs[0]).block_until_ready()  # one-time backend start-up
     nan = float("nan")
     base_name = "lambdify jax cse"
-    n_train = 200 if quick else 2000
+    n_train = min(200 if quick else 2000, opts.max_ops or 2000)
     reuse = 4 if quick else 10
     print(
         f"Training constants, {n_train} ops, the expression passed as a jit argument (arg) or "
@@ -209,7 +221,7 @@ def main():
     )
     for label, r in (("tree", 0), ("reused", reuse)):
         expr, syms = make(n_train, False, reuse=r)
-        for name, fwd, grad, arg_fwd, arg_grad in measure_training(expr, syms, xs, sympy2jax):
+        for name, fwd, grad, arg_fwd, arg_grad in measure_training(expr, syms, xs, sympy2jax, eqx):
             print(
                 f"{label:<12}{name:<12}{fwd * 1e3:>8.2f}{grad * 1e3:>9.2f}{arg_fwd * 1e3:>11.2f}"
                 f"{arg_grad * 1e3:>12.2f}{arg_fwd / fwd:>12.2f}{arg_grad / fwd:>13.2f}"

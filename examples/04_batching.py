@@ -36,7 +36,7 @@ strategies = {
 if not args.quick:
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     strategies["Ray(2 workers)"] = jaxbridge.Ray(num_workers=2)
 
 batch = 32 if args.quick else 256

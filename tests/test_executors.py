@@ -31,10 +31,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def ray_cluster():
-    """A real local Ray cluster for this module, shut down at its end."""
+    """A real local Ray instance for this module, shut down at its end.
+
+    `address="local"`: always a private instance, even when `ray start` has registered a
+    cluster on this machine (Ray's ray_current_cluster file, live or stale), which plain
+    `ray.init(num_cpus=...)` would try to join and fail.
+    """
     ray = pytest.importorskip("ray")
     if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
 
@@ -118,6 +123,102 @@ def test_threads_run_chunks_concurrently():
     assert jax.vmap(meet)(jnp.arange(2.0)).tolist() == [0.0, 1.0]
 
 
+def test_threads_calling_thread_runs_chunks_beside_the_pool():
+    seen = []
+    barrier = threading.Barrier(2, timeout=20)
+
+    @jaxbridge.host(vmap=jaxbridge.Threads(2, chunk_size=1), result=lambda x: x)
+    def where(x):
+        seen.append(threading.get_ident())
+        if len(seen) <= 2:
+            barrier.wait()  # the first two chunks run at once: on two threads
+        return x
+
+    out = jax.jit(jax.vmap(where))(jnp.arange(6.0))
+    assert out.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    # jit runs the host call in this thread: it took chunks, and one pool thread the others.
+    assert threading.get_ident() in seen and len(set(seen)) == 2
+
+
+def test_threads_batch_finishes_while_the_pool_is_busy_elsewhere():
+    """Regression: a batch waited for pool threads busy with another caller's batch."""
+    release, started = threading.Event(), threading.Barrier(3, timeout=20)
+
+    @jaxbridge.host(vmap=jaxbridge.Threads(2, chunk_size=1), result=lambda x: x)
+    def blocked(x):
+        started.wait()
+        release.wait(60)
+        return x
+
+    other = threading.Thread(target=lambda: jax.vmap(blocked)(jnp.arange(2.0)))
+    other.start()  # its caller and the one pool thread of Threads(2) now block
+    try:
+        started.wait()
+        g = jaxbridge.host(lambda x: x + 1, vmap=jaxbridge.Threads(2, chunk_size=1))
+        done = []
+        runner = threading.Thread(target=lambda: done.append(jax.vmap(g)(jnp.arange(4.0))))
+        runner.start()
+        runner.join(30)
+        assert done and done[0].tolist() == [1.0, 2.0, 3.0, 4.0], "waited for the busy pool"
+    finally:
+        release.set()
+        other.join(30)
+
+
+def blas_threads() -> list[int]:
+    import threadpoolctl
+
+    return [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+
+
+def test_threads_hold_blas_at_one_thread_during_a_batch_only():
+    import threadpoolctl
+
+    if not blas_threads():
+        pytest.skip("no BLAS library that threadpoolctl controls")
+    inside = []
+
+    # A declared result: no probing call, which runs unbatched, outside any batch.
+    @jaxbridge.host(
+        vmap=jaxbridge.Threads(2, chunk_size=1), result=jax.ShapeDtypeStruct((3,), jnp.float32)
+    )
+    def solve(a):
+        inside.append(blas_threads())
+        return np.linalg.solve(a + 3 * np.eye(3), np.ones(3))
+
+    a = jnp.zeros((6, 3, 3))
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
+        before = blas_threads()
+        out = np.asarray(jax.jit(jax.vmap(solve))(a))
+        after = blas_threads()
+    np.testing.assert_allclose(out, np.full((6, 3), 1 / 3), rtol=1e-6)
+    assert before == after and set(before) == {2}  # the user's setting, untouched outside
+    assert all(set(n) == {1} for n in inside), inside  # one thread a call inside the batch
+
+
+def blas_env(x):
+    return np.asarray(int(os.environ["OPENBLAS_NUM_THREADS"]), np.int32) + 0 * x
+
+
+def test_processes_workers_get_their_share_of_blas_threads(monkeypatch):
+    from jaxbridge import _processes
+
+    for var in _processes._INNER_THREADS:
+        monkeypatch.delenv(var, raising=False)
+    # Processes(3): a pool no other test uses, so its workers start under this environment.
+    f = jaxbridge.host(
+        blas_env,
+        vmap=jaxbridge.Processes(3, chunk_size=1),
+        result=jax.ShapeDtypeStruct((), jnp.int32),  # no probe here, where the variable is unset
+    )
+    share = max(1, (os.cpu_count() or 1) // 3)
+    assert jax.vmap(f)(jnp.zeros(3, jnp.int32)).tolist() == [share] * 3
+    # A setting of the user's own passes to the workers unchanged.
+    monkeypatch.setenv("OMP_NUM_THREADS", "7")
+    env = _processes._worker_env(3)
+    assert env["OMP_NUM_THREADS"] == "7" and env["OPENBLAS_NUM_THREADS"] == str(share)
+
+
 # --- per-worker state ----------------------------------------------------------------------
 
 made_states: list[dict] = []
@@ -149,7 +250,9 @@ def test_init_state_is_per_worker(kind, request, x64):
         "processes": lambda: jaxbridge.Processes(2, chunk_size=2),
         "ray": lambda: jaxbridge.Ray(num_workers=2, chunk_size=2),
     }[kind]()
-    f = jaxbridge.host(use_state, vmap=executor, init=make_state)
+    # A declared result: no probing call in this thread, which runs chunks too under Threads.
+    result = lambda x: jax.ShapeDtypeStruct((3,), jnp.int64)
+    f = jaxbridge.host(use_state, vmap=executor, init=make_state, result=result)
     first = np.asarray(jax.vmap(f)(jnp.zeros((12, 3), jnp.int64)))
     # A second signature of the same function shares the workers' states.
     second = np.asarray(jax.vmap(f)(jnp.zeros((12, 5), jnp.int64)))

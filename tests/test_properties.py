@@ -76,7 +76,7 @@ def make_vmap(name: str) -> Any:
     import ray
 
     if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     return jaxbridge.Ray(num_workers=2)
 
 

@@ -174,7 +174,7 @@ EXIT_SCRIPT = textwrap.dedent(
             assert jax.jit(jax.vmap(f))(x).tolist() == (x * 2).tolist()
     elif mode == "ray":
         import ray
-        ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
         f = jaxbridge.host(lambda v: v * 2, vmap=ex("Ray")(num_workers=1))
         assert jax.jit(jax.vmap(f))(x).tolist() == (x * 2).tolist()
     elif mode == "busy":

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import atexit
 import concurrent.futures
+import contextlib
 import math
 import os
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -160,20 +162,84 @@ def _mark_worker_process() -> None:
     _in_worker_process = True
 
 
+# --- inner thread pools ------------------------------------------------------------------
+
+# Measured on this project's 2-core machines (benchmarks/batching.py, docs/performance.md):
+# after each multi-threaded call OpenBLAS's own pool threads spin at 100% of a core for about
+# 125 ms before they sleep, and OpenBLAS runs concurrent callers' threaded calls one at a time.
+# Worker threads that call BLAS then share the cores with spinning BLAS threads. So while a
+# batch runs, BLAS runs one thread per call, as joblib limits the inner threads of its workers.
+
+
+class _InnerThreads:
+    """Holds BLAS libraries at one thread a call while any `Threads` batch runs.
+
+    OpenBLAS's thread count is process-global (one setting for every thread), so the limit
+    spans the batch: set when the first concurrent batch starts, restored when the last one
+    ends. Outside batches the user's settings are untouched. OpenMP's setting is per thread,
+    so it is limited in the threads that run chunks only (`thread_limit`).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._active = 0
+        self._limiter: Any = None
+        self._controller: Any = None
+        self._seen = -1  # len(sys.modules) when the controller looked for libraries
+
+    def controller(self) -> Any:
+        """threadpoolctl's view of the loaded libraries, refreshed after new imports."""
+        if self._seen != len(sys.modules):  # a new extension may have loaded a library
+            self._seen = len(sys.modules)
+            try:
+                import threadpoolctl
+            except ImportError:  # pragma: no cover - a dependency of jaxbridge
+                return None
+            self._controller = threadpoolctl.ThreadpoolController()
+        return self._controller
+
+    def __enter__(self) -> None:
+        with self._lock:
+            self._active += 1
+            if self._active == 1:
+                ctl = self.controller()
+                blas = ctl and ctl.select(user_api="blas")
+                if blas and any(lib.num_threads > 1 for lib in blas.lib_controllers):
+                    self._limiter = blas.limit(limits=1)
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self._active -= 1
+            if self._active == 0 and self._limiter is not None:
+                self._limiter.restore_original_limits()
+                self._limiter = None
+
+    def thread_limit(self) -> Any:
+        """A context limiting OpenMP to one thread in the calling thread (its setting only)."""
+        ctl = self.controller()
+        openmp = ctl and ctl.select(user_api="openmp")
+        if openmp and any(lib.num_threads > 1 for lib in openmp.lib_controllers):
+            return openmp.limit(limits=1)
+        return contextlib.nullcontext()
+
+
+inner_threads = _InnerThreads()
+
+
 # --- threads ------------------------------------------------------------------------------
 
 _thread_pools: dict[int, concurrent.futures.ThreadPoolExecutor] = {}
 
 
 class Threads(_Executor):
-    """Runs a batch on a persistent thread pool: for host code that releases the GIL.
+    """Runs a batch on persistent threads: for host code that releases the GIL.
 
     NumPy's linear algebra, SciPy's solvers, MuJoCo and most C extensions release the GIL, so
     their elements run in parallel. Pure-Python host code holds it: use `Processes` there.
 
     Args:
-        n: threads in the pool (default: the machine's cores). Executors of the same `n` share
-            one pool, created on first use.
+        n: threads that run a batch (default: the machine's cores): the calling thread and
+            `n - 1` pool threads, which executors of the same `n` share (created on first use).
         chunk_size: elements per task (default: the batch split into four chunks per thread,
             or one chunk per thread when `vectorized`).
         vectorized: hand each chunk to the host function as stacked `(chunk, *core)` arrays
@@ -182,6 +248,12 @@ class Threads(_Executor):
     Under `jax.vmap` the host function receives what it receives under `jit` (or stacked
     chunks when `vectorized`); results keep the batch order. `init` state is per thread.
     Derivative rules of the host function run their batched calls through the same pool.
+
+    While a batch runs, BLAS (OpenBLAS, MKL, BLIS) runs one thread per call and OpenMP one
+    thread in the threads running chunks: the elements are the parallelism, and BLAS's own
+    threads would compete with them for the cores. OpenBLAS's setting is process-global, so
+    BLAS called from other threads of the process meanwhile runs single-threaded too; the
+    previous settings are back when the last concurrent batch ends.
 
     Example:
         >>> import jax, jax.numpy as jnp, numpy as np, jaxbridge
@@ -201,44 +273,93 @@ class Threads(_Executor):
         super().__init__(n, chunk_size, vectorized)
 
     def _run_chunks(self, call, flat_ins, shared, flat_outs, chunks):
-        n = self.workers()
-        # JAX keeps `enable_x64` per thread: workers take the caller's, for host functions
-        # that call JAX themselves.
-        x64 = bool(jax.config.jax_enable_x64)
-        with _lock:
-            pool = _thread_pools.get(n)
-            if pool is None:
-                pool = _thread_pools[n] = concurrent.futures.ThreadPoolExecutor(
-                    n, thread_name_prefix=f"jaxbridge-threads-{n}", initializer=_mark_worker
-                )
-        vec = self.vectorized
-        futures = [
-            pool.submit(_thread_chunk, call, flat_ins, flat_outs, lo, hi, vec, x64)
-            for lo, hi in chunks
-        ]
-        pending = set(futures)
-        while pending:
-            done, pending = concurrent.futures.wait(pending, return_when="FIRST_COMPLETED")
-            if any(f.result() is not None for f in done):
-                for f in pending:  # a chunk failed: start nothing more
-                    f.cancel()
-                # ... but let running chunks finish: returning while a thread still writes to
-                # XLA's buffers would corrupt them.
-                concurrent.futures.wait(pending)
-                break
-        for f in futures:  # the first failed chunk in batch order, for a deterministic error
-            if not f.cancelled() and f.result() is not None:
-                raise f.result()
+        n = min(self.workers(), len(chunks))
+        batch = _Batch(call, flat_ins, flat_outs, chunks, self.vectorized)
+        with inner_threads if n > 1 else contextlib.nullcontext():
+            if n > 1:
+                pool = _thread_pool(self.workers() - 1)
+                for _ in range(n - 1):
+                    try:
+                        pool.submit(batch.drain)
+                    except RuntimeError:  # the pool stopped (interpreter exit): run them here
+                        break
+            # The calling thread takes chunks too, rather than waiting idle for the pool.
+            was_worker = getattr(_local, "in_worker", False)
+            _local.in_worker = True
+            try:
+                batch.drain()
+            finally:
+                _local.in_worker = was_worker
+            batch.wait()
+        batch.raise_first()
 
 
-def _thread_chunk(call, flat_ins, flat_outs, lo, hi, vectorized, x64) -> Exception | None:
-    # Returned, not raised: the pool's own frames would join the host traceback.
-    try:
-        with jax.enable_x64(x64):
-            run_chunk(call, flat_ins, flat_outs, lo, hi, vectorized, call.local_state())
-    except Exception as e:
-        return e
-    return None
+def _thread_pool(size: int) -> concurrent.futures.ThreadPoolExecutor:
+    with _lock:
+        pool = _thread_pools.get(size)
+        if pool is None:
+            pool = _thread_pools[size] = concurrent.futures.ThreadPoolExecutor(
+                size, thread_name_prefix=f"jaxbridge-threads-{size}", initializer=_mark_worker
+            )
+    return pool
+
+
+_NO_STATE = object()
+
+
+class _Batch:
+    """One batch's chunks, taken in order by every thread that `drain`s it.
+
+    Threads take the next chunk until none is left, so a late pool thread finds nothing and
+    returns at once; `wait` waits for the chunks already running only. After a failure no
+    chunk starts; `raise_first` raises the failed chunk first in batch order.
+    """
+
+    def __init__(self, call, flat_ins, flat_outs, chunks, vectorized):
+        self.call, self.flat_ins, self.flat_outs = call, flat_ins, flat_outs
+        self.chunks, self.vectorized = chunks, vectorized
+        # JAX keeps `enable_x64` per thread: pool threads take the caller's, for host
+        # functions that call JAX themselves.
+        self.x64 = bool(jax.config.read("jax_enable_x64"))
+        self.next = 0
+        self.running = 0
+        self.errors: dict[int, Exception] = {}
+        self.cond = threading.Condition()
+
+    def drain(self) -> None:
+        # Exceptions are kept, not raised: the pool's own frames would join the traceback.
+        with jax.enable_x64(self.x64), inner_threads.thread_limit():
+            state = _NO_STATE  # made on this thread's first chunk: a late thread makes none
+            while True:
+                with self.cond:
+                    if self.errors or self.next >= len(self.chunks):
+                        return
+                    i, self.next = self.next, self.next + 1
+                    self.running += 1
+                lo, hi = self.chunks[i]
+                try:
+                    if state is _NO_STATE:
+                        state = self.call.local_state()
+                    run_chunk(
+                        self.call, self.flat_ins, self.flat_outs, lo, hi, self.vectorized, state
+                    )
+                except Exception as e:
+                    with self.cond:
+                        self.errors[i] = e
+                finally:
+                    with self.cond:
+                        self.running -= 1
+                        self.cond.notify_all()
+
+    def wait(self) -> None:
+        # Returning while a thread still writes to XLA's buffers would corrupt them.
+        with self.cond:
+            while self.running:
+                self.cond.wait()
+
+    def raise_first(self) -> None:
+        if self.errors:
+            raise self.errors[min(self.errors)]
 
 
 # --- shutdown -----------------------------------------------------------------------------

@@ -20,7 +20,7 @@ import sys
 import threading
 import warnings
 from collections import deque
-from typing import Any
+from typing import Any, cast
 
 from ._executors import (
     CLOUDPICKLE_MISSING,
@@ -89,13 +89,35 @@ def _worker_main(fd: int) -> None:
         _send(conn, _remote_run(key, payload, n, arrays, shared, vectorized))
 
 
+# Inner thread pools a worker would start one thread per core for (OpenBLAS, OpenMP, MKL...).
+_INNER_THREADS = (
+    "OPENBLAS_NUM_THREADS",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+)
+
+
+def _worker_env(workers: int) -> dict[str, str]:
+    env = dict(os.environ, JAXBRIDGE_WORKER_PATH=json.dumps(sys.path))
+    # As joblib does: `workers` processes each with a thread per core would oversubscribe the
+    # cores, and OpenBLAS's idle threads spin for a while after every call. Each worker gets
+    # its share of the cores, unless the user set the variable (then theirs holds).
+    share = str(max(1, (os.cpu_count() or 1) // workers))
+    for var in _INNER_THREADS:
+        env.setdefault(var, share)
+    # Host code runs NumPy on the CPU; a worker must not claim an accelerator.
+    env["JAX_PLATFORMS"] = "cpu"
+    return env
+
+
 class _Worker:
-    def __init__(self, index: int):
+    def __init__(self, index: int, workers: int):
         self.index = index
         self.conn, child = mpc.Pipe()
-        env = dict(os.environ, JAXBRIDGE_WORKER_PATH=json.dumps(sys.path))
-        # Host code runs NumPy on the CPU; a worker must not claim an accelerator.
-        env["JAX_PLATFORMS"] = "cpu"
+        env = _worker_env(workers)
         # A fresh interpreter (not fork: JAX is multithreaded; not multiprocessing's spawn,
         # which re-runs the user's unguarded __main__).
         with warnings.catch_warnings():
@@ -151,7 +173,7 @@ class _ProcessPool:
             i = self.idle.pop()
         w = self.slots[i]
         if w is None or w.proc.poll() is not None:  # first use, or died while idle
-            w = self.slots[i] = _Worker(i)
+            w = self.slots[i] = _Worker(i, len(self.slots))
         return w
 
     def release(self, w: _Worker, dead: bool = False) -> None:
@@ -190,7 +212,9 @@ class Processes(_Executor):
     message and the worker's traceback. A worker that dies (`os._exit`, a signal, a crash)
     fails the call promptly with `jaxbridge.WorkerDiedError` naming it, and is replaced.
     `init` state is made once per worker process. A host function called from inside a worker
-    runs there, in a loop.
+    runs there, in a loop. Each worker's BLAS and OpenMP get its share of the cores
+    (`OPENBLAS_NUM_THREADS`, `OMP_NUM_THREADS`, ... set to cores // n in the worker), unless
+    those variables are set in this process: then the workers inherit them.
 
     Example:
         >>> import jax, jax.numpy as jnp, jaxbridge
@@ -251,8 +275,9 @@ class Processes(_Executor):
                 break
             # A dead worker's pipe reads as EOF; the timeout also catches one whose pipe a
             # grandchild process keeps open.
-            for conn in mpc.wait(list(busy), timeout=1.0) or self._dead(busy):
-                w, lo, hi = busy.pop(conn)  # type: ignore[index]
+            ready = cast("list[mpc.Connection]", mpc.wait(list(busy), timeout=1.0))
+            for conn in ready or self._dead(busy):
+                w, lo, hi = busy.pop(conn)
                 try:
                     status, value = _recv(w.conn)
                 except (EOFError, OSError):

@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.util
+import os
+import socket
 import weakref
 from typing import Any
 
@@ -30,8 +32,15 @@ _actors: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()
 _payload_refs: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
+RAY_OTHER_CLUSTER = (
+    "`jaxbridge.Ray(address={address!r})`: this process is already connected to the Ray "
+    "cluster at {connected!r}, and Ray connects a process to one cluster only. Pass that "
+    "address (or none) to use it, or call `ray.shutdown()` first to connect elsewhere."
+)
+
+
 def _ray_module(address: str | None) -> Any:
-    """Ray, imported and connected (to `address`, or a local cluster started now)."""
+    """Ray, imported and connected (see `Ray`'s `address` for what None connects to)."""
     global _ray_started
     try:
         import ray
@@ -39,9 +48,65 @@ def _ray_module(address: str | None) -> Any:
         raise ImportError(RAY_MISSING) from e
     with _lock:
         if not ray.is_initialized():
-            ray.init(address=address)
+            ray.init(address=address or _default_address(ray))
             _ray_started = True
+        elif address is not None:
+            _check_connected(ray, address)
     return ray
+
+
+def _default_address(ray: Any) -> str:
+    """`RAY_ADDRESS`, else the cluster `ray start` registered if it answers, else "local"."""
+    if os.environ.get("RAY_ADDRESS"):
+        return os.environ["RAY_ADDRESS"]
+    try:  # Ray's own record of the last `ray start` on this machine (ray_current_cluster)
+        registered = ray._private.utils.read_ray_address()
+    except Exception:  # private API: without it, Ray's own default applies
+        return "auto" if _registered_file_exists() else "local"
+    if registered and _answers(registered):
+        return registered
+    # None registered, or a stale file of a cluster that is gone: a fresh local instance,
+    # where plain `ray.init()` would fail trying to reach the dead one.
+    return "local"
+
+
+def _registered_file_exists() -> bool:
+    base = os.environ.get("RAY_TMPDIR") or os.environ.get("TMPDIR") or "/tmp"
+    return os.path.exists(os.path.join(base, "ray", "ray_current_cluster"))
+
+
+def _answers(address: str, timeout: float = 2.0) -> bool:
+    """Whether something listens at `host:port` (the registered cluster's GCS)."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+def _check_connected(ray: Any, address: str) -> None:
+    """Raises when `address` names a cluster other than the one this process is connected to."""
+    if address in ("auto", "local") or "://" in address:
+        return
+    try:
+        connected = ray.get_runtime_context().gcs_address
+    except Exception:  # pragma: no cover - a Ray without the attribute: trust the caller
+        return
+    if not connected or _same_address(address, connected):
+        return
+    raise ValueError(RAY_OTHER_CLUSTER.format(address=address, connected=connected))
+
+
+def _same_address(a: str, b: str) -> bool:
+    def resolved(address: str) -> tuple[str, str]:
+        host, _, port = address.rpartition(":")
+        try:
+            return socket.gethostbyname(host), port
+        except OSError:
+            return host, port
+
+    return a == b or resolved(a) == resolved(b)
 
 
 @functools.cache
@@ -69,9 +134,15 @@ class Ray(_Executor):
     """Runs a batch as Ray tasks, or on Ray actors when the host function has `init` state.
 
     Args:
-        address: the cluster to connect to when Ray is not initialised yet; `None` starts a
-            local one on demand (or joins the one named by `RAY_ADDRESS`). An already
-            initialised Ray is used as it is.
+        address: the cluster to connect to on the first batch, as for `ray.init`: `host:port`
+            of a cluster's head (`ray start --head` prints it), `"auto"`, `"local"` or a
+            `ray://` client address. `None` joins the cluster named by `RAY_ADDRESS`; else the
+            one `ray start` registered on this machine (Ray's `ray_current_cluster` file) if
+            its head answers; else starts a private local instance with this machine's CPUs
+            (so a stale registration of a stopped cluster does not fail the call, as plain
+            `ray.init()` would). If this process is already connected (`ray.init` was called),
+            that connection is used; an `address` naming another cluster then raises
+            `ValueError`.
         num_workers: tasks (or actors) to split a batch over (default: the cluster's CPUs).
         chunk_size: elements per task (default: the batch split evenly over `num_workers`).
         vectorized: hand each chunk to the host function as stacked `(chunk, *core)` arrays.

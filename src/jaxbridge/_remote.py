@@ -165,8 +165,9 @@ def _replay_traceback(exc: BaseException, frames: list) -> BaseException:
         try:
             exec(code, {"__exc__": exc})
         except BaseException as raised:
-            here = raised.__traceback__.tb_next  # type: ignore[union-attr]  # skip our frame
-            tb = types.TracebackType(tb, here.tb_frame, here.tb_lasti, here.tb_lineno)  # type: ignore[union-attr]
+            here = raised.__traceback__ and raised.__traceback__.tb_next  # skip our frame
+            if here is not None:
+                tb = types.TracebackType(tb, here.tb_frame, here.tb_lasti, here.tb_lineno)
     exc.__context__ = None
     return exc.with_traceback(tb)
 
