@@ -13,7 +13,7 @@ import numpy as np
 
 import jaxbridge
 
-from .._batching import AbstractBatching, flatten_batch
+from .._batching import VECTORIZED, AbstractBatching, flatten_batch
 from . import _derivatives
 from ._engine import DEFAULT_OUTPUTS, Engine
 from ._model import load_gymnasium, load_model
@@ -62,10 +62,12 @@ class _StepBatching(AbstractBatching):
 
     name = "vectorized"
 
-    def __init__(self, engine: Engine, nstep: int):
+    def __init__(self, engine: Engine, nstep: int, step: Callable[..., Any]):
         self.engine = engine
         self.nstep = nstep
         self.nstate = engine.layout.nstate
+        self.step = step  # the host function this strategy runs; others (its Jacobian) are
+        # batched as `"vectorized"` batches them
 
     def run(
         self,
@@ -74,6 +76,9 @@ class _StepBatching(AbstractBatching):
         ins: Sequence[np.ndarray],
         outs: Sequence[np.ndarray],
     ) -> None:
+        if call.fn is not self.step:
+            VECTORIZED.run(call, batch, ins, outs)
+            return
         state, ctrl = ins
         out = outs[0]
         B = batch[0] if len(batch) == 1 else math.prod(batch)
@@ -388,9 +393,10 @@ class Simulator:
     def _step_host(self, nstep: int) -> Callable[..., Any]:
         f = self._step_hosts.get(nstep)
         if f is None:
+            step = functools.partial(self._host_step, nstep=nstep)
             f = self._step_hosts[nstep] = jaxbridge.host(
-                functools.partial(self._host_step, nstep=nstep),
-                vmap=_StepBatching(self._engine, nstep),
+                step,
+                vmap=_StepBatching(self._engine, nstep, step),
                 result=lambda state, ctrl: state,
                 jacobian=functools.partial(self._host_step_jacobian, nstep=nstep),
             )
