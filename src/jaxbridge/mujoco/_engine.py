@@ -246,19 +246,21 @@ class Engine:
         """
         state = _float64(state)
         B, n = state.shape
-        full = _held(_float64(ctrl)[:, None], nstep)
+        full = _float64(ctrl)[:, None]
+        if nstep > 1:  # mujoco.rollout takes one control per physics step
+            full = np.repeat(full, nstep, axis=1)
         if out is not None and nstep == 1:
-            trajectory = out.reshape(B, 1, n)  # a view: `out` is contiguous
+            trajectory = out[:, None]  # a view: MuJoCo writes the next states into `out`
         else:
             trajectory = np.empty((B, nstep, n))
         if B == 0:
             return trajectory[:, -1], np.zeros(0, bool)
         diverged = self._run(state, full, nstep, trajectory, None)
-        last = trajectory[:, -1]
-        if out is not None and nstep > 1:
-            out[...] = last
-            last = out
-        return last, diverged
+        if out is None:
+            return trajectory[:, -1], diverged
+        if nstep > 1:
+            out[...] = trajectory[:, -1]
+        return out, diverged
 
     def _run(
         self,
@@ -272,7 +274,7 @@ class Engine:
         B = state.shape[0]
         w = self._take()
         try:
-            parallel = w.pool is not None and self.uses_pool(B, N)
+            parallel = B > 1 and w.pool is not None and self.uses_pool(B, N)
             runner = w.pool if parallel and w.pool is not None else w.serial
             # No shape checks: the shapes were checked at trace time, and mujoco.rollout's own
             # checks and tiling cost more than the step for small models.
@@ -287,6 +289,9 @@ class Engine:
                 out_state,
                 out_sensor,
             )
+            if B == 1:  # the closed loop's most common call: no NumPy calls at all
+                t_out = out_state.item((N - 1) * out_state.shape[2])  # the last step's time
+                return np.array([self._diverged_one(w, state, full, t_out, N)])
             return self._diverged(w, parallel, state, full, out_state[:, -1, 0], N)
         finally:
             self._free.append(w)
@@ -304,8 +309,6 @@ class Engine:
         # it stopped at), and the divergence warnings also reset it to time 0, so its final time
         # is not the time N steps on. (Few NumPy calls: this runs on every step.)
         dt = self._opt.timestep
-        if state.shape[0] == 1:
-            return np.array([self._diverged_one(w, state, full, float(t_out[0]), dt, N)])
         expected = _time_after(state[:, 0], dt, N)
         diverged = t_out != expected  # NaN compares unequal too
         # A sum is finite only if every term is; an overflowing sum is sorted out exactly.
@@ -325,15 +328,17 @@ class Engine:
         return diverged
 
     def _diverged_one(
-        self, w: _Worker, state: np.ndarray, full: np.ndarray, t_out: float, dt: float, N: int
+        self, w: _Worker, state: np.ndarray, full: np.ndarray, t_out: float, N: int
     ) -> bool:
         """`_diverged` of a batch of one, in Python floats (the same IEEE double additions)."""
-        expected = float(state[0, 0])
+        dt = self._opt.timestep
+        expected = state.item(0)
         for _ in range(N):
             expected += dt
         if t_out != expected:  # NaN compares unequal too
             return True
-        finite_sum = math.isfinite(_add_reduce(state, None) + _add_reduce(full, None))
+        # Python's sum of a short list costs less than one NumPy reduction.
+        finite_sum = math.isfinite(sum(state.ravel().tolist()) + sum(full.ravel().tolist()))
         if not finite_sum and not (np.isfinite(state).all() and np.isfinite(full).all()):
             return True
         # One element always runs serially, on `w.first[0]`: its counters are this element's.

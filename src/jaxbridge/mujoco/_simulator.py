@@ -94,7 +94,7 @@ class _StepBatching(AbstractBatching):
             out[...] = next_state
         # MuJoCo resets a diverging element to its initial state: a plausible-looking state
         # that is wrong. NaN cannot pass for a real state, and spares the other elements.
-        if diverged.any():
+        if diverged[0] if B == 1 else diverged.any():
             out[diverged] = np.nan
 
 
