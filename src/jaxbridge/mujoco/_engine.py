@@ -15,7 +15,7 @@ from typing import Protocol, cast
 
 import numpy as np
 
-from ._model import mujoco
+from ._model import MjData, MjModel, mj
 from ._state import FULLPHYSICS, Layout
 
 __all__ = ["Engine", "DEFAULT_OUTPUTS"]
@@ -29,7 +29,7 @@ _DYNAMIC_PREFIXES = ("efc_", "iefc_", "map_efc2iefc", "map_iefc2efc", "island_",
 
 _add_reduce = np.add.reduce  # `ndarray.sum` without its Python wrapper (this runs every step)
 
-_CTRL = int(mujoco.mjtState.mjSTATE_CTRL)  # mujoco.rollout's control_spec: controls only
+_CTRL = int(mj.mjtState.mjSTATE_CTRL)  # mujoco.rollout's control_spec: controls only
 
 
 class _NativeRollout(Protocol):
@@ -37,8 +37,8 @@ class _NativeRollout(Protocol):
 
     def rollout(
         self,
-        model: list[mujoco.MjModel],
-        data: list[mujoco.MjData],
+        model: list[MjModel],
+        data: list[MjData],
         nstep: int,
         control_spec: int,
         state0: np.ndarray,
@@ -64,7 +64,7 @@ def _held(ctrl: np.ndarray, nstep: int) -> np.ndarray:
     return np.repeat(ctrl, nstep, axis=1)
 
 
-def _warned(d: mujoco.MjData) -> bool:
+def _warned(d: MjData) -> bool:
     """Whether any of `d`'s warning counters is set (`mujoco.rollout` clears them per element)."""
     return bool(d.warning.number.any())
 
@@ -79,18 +79,18 @@ def default_nthread() -> int:
 class _Worker:
     """A thread pool with one `MjData` per thread; used by one host call at a time."""
 
-    def __init__(self, model: mujoco.MjModel, nthread: int):
-        self.datas = [mujoco.MjData(model) for _ in range(max(1, nthread))]
+    def __init__(self, model: MjModel, nthread: int):
+        self.datas = [mj.MjData(model) for _ in range(max(1, nthread))]
         self.first = self.datas[:1]
         # `mujoco._rollout.Rollout` is what `mujoco.rollout.Rollout` wraps; calling it directly
         # skips a Python layer on every host call (the wrapper's `skip_checks` path only
         # forwards its arguments).
         self.pool = _native_rollout(nthread) if nthread > 1 else None
         self.serial = _native_rollout(0)  # runs on the calling thread, GIL released
-        self._models: dict[int, list[mujoco.MjModel]] = {}
+        self._models: dict[int, list[MjModel]] = {}
         self._model = model
 
-    def models(self, B: int) -> list[mujoco.MjModel]:
+    def models(self, B: int) -> list[MjModel]:
         """`[model] * B`, made once per batch size (the C++ side wants one model per element)."""
         models = self._models.get(B)
         if models is None:
@@ -134,7 +134,7 @@ class Engine:
     #: Estimated seconds of physics per call below which the serial path is used.
     POOL_MIN_WORK = 200e-6
 
-    def __init__(self, model: mujoco.MjModel, nthread: int | None = None):
+    def __init__(self, model: MjModel, nthread: int | None = None):
         if nthread is not None and (not isinstance(nthread, int) or nthread < 0):
             raise ValueError(
                 f"`Simulator(nthread=...)` must be a non-negative int or None; got {nthread!r}."
@@ -146,7 +146,7 @@ class Engine:
         # `model.opt` is a live view: reading `timestep` through it sees later changes too.
         self._opt = model.opt
         self._free: list[_Worker] = []
-        probe = mujoco.MjData(model)
+        probe = mj.MjData(model)
         self._data_shapes = {
             name: (value.shape, value.dtype)
             for name in dir(probe)
@@ -352,10 +352,10 @@ class Engine:
         )
         return _warned(w.first[0])
 
-    def reset(self, d: mujoco.MjData, state: np.ndarray, ctrl: np.ndarray | None = None) -> None:
+    def reset(self, d: MjData, state: np.ndarray, ctrl: np.ndarray | None = None) -> None:
         """Puts `d` in exactly the condition `mujoco.rollout` starts an element from."""
-        mujoco.mj_resetData(self.model, d)
-        mujoco.mj_setState(self.model, d, state, FULLPHYSICS)
+        mj.mj_resetData(self.model, d)
+        mj.mj_setState(self.model, d, state, FULLPHYSICS)
         if ctrl is not None:
             d.ctrl[:] = ctrl
 
@@ -375,7 +375,7 @@ class Engine:
             elif name != "ncon":
                 raise ValueError(
                     f"`Simulator.forward(outputs=...)`: unknown output {name!r}. Use names of "
-                    "fixed-size `mujoco.MjData` arrays (e.g. 'xpos', 'qacc', 'sensordata'), "
+                    "fixed-size `MjData` arrays (e.g. 'xpos', 'qacc', 'sensordata'), "
                     "'contact_<field>' for fields of `MjData.contact` (e.g. 'contact_dist'), "
                     "or 'ncon'."
                 )
@@ -408,7 +408,7 @@ class Engine:
             # measured no faster (the bindings' per-call overhead holds the GIL).
             for i in range(B):
                 self.reset(d, state[i], ctrl[i])
-                mujoco.mj_forward(m, d)
+                mj.mj_forward(m, d)
                 for name in plain:
                     out[name][i] = getattr(d, name)
                 if "ncon" in out:

@@ -123,7 +123,7 @@ class Simulator:
     `plugin` and `plastic` state are treated as constants.
 
     Args:
-        model: a `mujoco.MjModel`, MJCF text, or a path to an `.xml`/`.mjb` file.
+        model: a `MjModel`, MJCF text, or a path to an `.xml`/`.mjb` file.
         nthread: threads of the MuJoCo pool; `None` for the CPUs this process may use.
         frame_skip: physics steps per `step` (and per control of `rollout`).
         max_contacts: how many contacts `forward`'s `contact_*` outputs hold (padded with
@@ -355,7 +355,7 @@ class Simulator:
     ) -> States:
         """The state after `frame_skip` (or `nstep`) physics steps with control `ctrl` held.
 
-        Equal bit for bit (in float64) to `mujoco.mj_setState` then `mj_step` on a fresh
+        Equal bit for bit (in float64) to `mj.mj_setState` then `mj_step` on a fresh
         `MjData`. An element that diverges (MuJoCo warns and resets it: NaN or Inf in the
         state or control, an unstable simulation) comes back as all NaN rather than as
         MuJoCo's reset state, and the other elements are unaffected; test with
@@ -550,7 +550,7 @@ class Simulator:
         Args:
             state: `(*batch, nstate)` states.
             ctrl: `(*batch, nu)` controls; `None` for zeros.
-            outputs: names of fixed-size `mujoco.MjData` arrays (`"xpos"`, `"xquat"`,
+            outputs: names of fixed-size `MjData` arrays (`"xpos"`, `"xquat"`,
                 `"site_xpos"`, `"sensordata"`, `"qacc"`, `"subtree_com"`, ...), and
                 `"contact_<field>"` for fields of `MjData.contact` (`"contact_dist"`,
                 `"contact_pos"`, `"contact_geom"`, ...): the first `max_contacts` contacts,
