@@ -295,7 +295,7 @@ def bench_grad(sim: Simulator, B: int, T: int = 50):
 # -- 4. the closed loop of examples/07_closed_loop.py, against MJX ---------------------------
 
 
-def reacher_loops(B: int, T: int):
+def reacher_loops(B: int, T: int, with_mjx: bool):
     """Forward and gradient functions of the Reacher closed loop, for jaxbridge and MJX."""
     from flax import nnx
 
@@ -380,7 +380,7 @@ def reacher_loops(B: int, T: int):
 
     loops = {"jaxbridge": make(JB.step, JB.init)}
     mjx, why = optional("mjx")
-    if mjx is None:
+    if mjx is None or not with_mjx:
         return loops, fs, why
     try:
         mx = mjx.put_model(model)
@@ -403,9 +403,9 @@ def reacher_loops(B: int, T: int):
     return loops, fs, why
 
 
-def bench_reacher(B: int, T: int):
+def bench_reacher(B: int, T: int, with_mjx: bool):
     with jax.enable_x64(False):  # float32, as policies train; MuJoCo itself runs in float64
-        loops, fs, why = reacher_loops(B, T)
+        loops, fs, why = reacher_loops(B, T, with_mjx)
         rows = []
         for name, (fwd, grad) in loops.items():
             c_fwd, c_grad = once(fwd), once(grad)
@@ -422,14 +422,28 @@ def main():
     parser.add_argument("--quick", action="store_true", help="fewer sizes and rounds")
     parser.add_argument("--nthread", type=int, default=None, help="threads (default: all CPUs)")
     parser.add_argument("--mjx-256", action="store_true", help="also MJX at batch 256")
+    parser.add_argument(
+        "--sections", default="1,2,3,4", help="which tables to measure, e.g. 1,4 (default all)"
+    )
+    parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds (table 1)")
     args = parser.parse_args()
     quick = args.quick
+    sections = {int(x) for x in args.sections.split(",") if x}
     mjx, mjx_why = optional("mjx")
     variants = ("shipped (RK4, PGS)", "euler-newton")
+    if 1 in sections:
+        closed_loop_section(args, variants)
+    if sections & {2, 3}:
+        open_loop_sections(args, variants, mjx, mjx_why, sections)
+    if 4 in sections:
+        reacher_section(quick, mjx_why)
+    print("\n(measured on a shared machine: absolute numbers vary, ratios within a row hold)")
 
-    # 1. closed loop
+
+def closed_loop_section(args, variants):
+    quick = args.quick
     closed_batches = (1, 16) if quick else (1, 16, 64)
-    rounds = 3 if quick else 7
+    rounds = args.rounds or (3 if quick else 9)
     closed = []
     nthread = 1
     for B in closed_batches:
@@ -443,7 +457,9 @@ def main():
                 print(".", end="", flush=True)
     print_closed_loop(closed, nthread)
 
-    # 2. open loop and 3. gradients
+
+def open_loop_sections(args, variants, mjx, mjx_why, sections):
+    quick = args.quick
     batches = (1, 16) if quick else (1, 16, 256)
     mjx_batches = () if quick else (1, 16, 256) if args.mjx_256 else (1, 16)
     steps = {1: 400, 16: 100, 256: 20}
@@ -453,13 +469,25 @@ def main():
         sim = Simulator(model, nthread=args.nthread)
         for B in batches:
             T = steps[B] // (4 if quick else 1)
+            if 2 not in sections:
+                break
             roll_sps, raw_sps, c_roll = bench_rollout(sim, model, B, T, sim.nthread)
             mjx_sps = mjx_compile = float("nan")
             if variant == "euler-newton" and B in mjx_batches and mjx is not None:
                 mjx_sps, mjx_compile = bench_mjx(mjx, model, B, min(T, 20))
             rows.append((variant, B, roll_sps, raw_sps, mjx_sps, c_roll, mjx_compile))
             print(".", end="", flush=True)
-        grads.append((variant, *bench_grad(sim, 1, 20 if quick else 50)))
+        if 3 in sections:
+            grads.append((variant, *bench_grad(sim, 1, 20 if quick else 50)))
+    if 2 in sections:
+        print_open_loop(rows, mjx, mjx_why, quick)
+    if 3 in sections:
+        print("\n### 3. Gradients of a rollout loss (w.r.t. all controls), jit(grad), batch 1\n")
+        for v, g, c in grads:
+            print(f"- {v}: {g:.2f} gradients/s (compile {c:.2f} s)")
+
+
+def print_open_loop(rows, mjx, mjx_why, quick):
     print(
         f"\n\n### 2. Open loop: jit(sim.rollout), physics steps per second (frame_skip 1), "
         f"float64, jax {jax.__version__}, mujoco {mujoco.__version__}\n"
@@ -484,13 +512,17 @@ def main():
             f"| {v} | {B} | {roll:.0f} | {raw:.0f} | {mjx_cells.split(' | ')[0]} | "
             f"{roll / raw:.2f} | {mjx_cells.split(' | ')[1]} | {c_roll:.2f} | {c_mjx_cell} |"
         )
-    print("\n### 3. Gradients of a rollout loss (w.r.t. all controls), jit(grad), batch 1\n")
-    for v, g, c in grads:
-        print(f"- {v}: {g:.2f} gradients/s (compile {c:.2f} s)")
 
-    # 4. the closed loop of examples/07_closed_loop.py
+
+def reacher_section(quick, mjx_why):
     B, T = (16, 25) if quick else (64, 50)
-    reacher, fs, why = bench_reacher(B, T)
+    flax, flax_why = optional("flax")
+    if flax is None:
+        print(f"\n### 4. Closed-loop policy (examples/07_closed_loop.py): skipped, {flax_why}")
+        return
+    reacher, fs, why = bench_reacher(B, T, with_mjx=not quick)
+    if quick and not why:
+        why = "with --quick (MJX compiles this loop's gradient for minutes)"
     print(
         f"\n### 4. Closed-loop policy (examples/07_closed_loop.py): Reacher-v5, batch {B}, "
         f"{T} env steps of {fs} physics steps, float32 policy\n"
@@ -502,14 +534,13 @@ def main():
     if why:
         print(f"| MJX | skipped: {why} | | |")
     else:
-        jb = dict((r[0], r) for r in reacher)
+        jb = {r[0]: r for r in reacher}
         if "MJX" in jb:
             print(
                 f"\njaxbridge/MJX: {jb['jaxbridge'][1] / jb['MJX'][1]:.2f}x env steps/s, "
                 f"{jb['jaxbridge'][2] / jb['MJX'][2]:.2f}x gradients/s (MJX with "
                 "opt.iterations=1: its solver's while_loop is not reverse-differentiable)"
             )
-    print("\n(measured on a shared machine: absolute numbers vary, ratios within a row hold)")
 
 
 if __name__ == "__main__":
