@@ -225,9 +225,13 @@ def test_divergence_from_time_zero_on_both_paths(tmp_path, monkeypatch, pool):
     assert diverged.tolist() == [False, True, False, True, False, True]
     for i in (0, 2, 4):
         np.testing.assert_array_equal(states[i], raw_rollout(model, S[i], U[i], 1)[0])
-    # One element (always serial) and its warning counters.
+    # One element (always serial) and its warning counters, through both entry points.
     for i in range(6):
         assert engine.step(S[i : i + 1], U[i, :, :], 1)[1].tolist() == [diverged[i]]
+        out = np.empty((1, engine.layout.nstate))
+        assert engine.step_one(S[i : i + 1].copy(), U[i].copy(), out) == diverged[i]
+        if not diverged[i]:
+            np.testing.assert_array_equal(out, states[i])
 
 
 @pytest.mark.parametrize("pool", [False, True])

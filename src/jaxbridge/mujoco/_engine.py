@@ -249,6 +249,11 @@ class Engine:
         full = _float64(ctrl)[:, None]
         if nstep > 1:  # mujoco.rollout takes one control per physics step
             full = np.repeat(full, nstep, axis=1)
+        if out is not None and not (out.dtype == np.float64 and out.flags.c_contiguous):
+            # MuJoCo's bindings would write into a converted copy: go through our own array.
+            next_state, diverged = self.step(state, ctrl, nstep)
+            out[...] = next_state
+            return out, diverged
         if out is not None and nstep == 1:
             trajectory = out[:, None]  # a view: MuJoCo writes the next states into `out`
         else:
@@ -261,6 +266,20 @@ class Engine:
         if nstep > 1:
             out[...] = trajectory[:, -1]
         return out, diverged
+
+    def step_one(self, state: np.ndarray, ctrl: np.ndarray, out: np.ndarray) -> bool:
+        """`step` of one element by one physics step into `out`; whether it diverged.
+
+        The closed loop's most common call, with nothing but the checks: `state` `(1, nstate)`,
+        `ctrl` `(1, nu)` and `out` `(1, nstate)` must all be C-contiguous float64 (XLA's
+        buffers are). MuJoCo's bindings check only sizes, so the 2-D arrays pass as they are.
+        """
+        w = self._take()
+        try:
+            w.serial.rollout(w.models(1), w.first, 1, _CTRL, state, None, ctrl, out, None)
+            return self._diverged_one(w, state, ctrl, out.item(0), 1)
+        finally:
+            self._free.append(w)
 
     def _run(
         self,

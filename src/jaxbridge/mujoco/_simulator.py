@@ -82,11 +82,17 @@ class _StepBatching(AbstractBatching):
         state, ctrl = ins
         out = outs[0]
         B = batch[0] if len(batch) == 1 else math.prod(batch)
-        if len(batch) != 1 or state.shape[0] != B or ctrl.shape[0] != B:
+        buffers = len(batch) == 1 and state.shape[0] == B and ctrl.shape[0] == B
+        if not buffers:  # broadcast or nested batch dimensions: flatten them
             state, ctrl = flatten_batch(state, 1, batch), flatten_batch(ctrl, 1, batch)
             out = out.view()
             out.shape = (B, self.nstate)  # raises rather than copy: XLA's buffers are dense
-        direct = out.dtype == np.float64
+        direct = out.dtype == np.float64  # `state` and `out` share a dtype, and so does `ctrl`
+        if buffers and B == 1 and self.nstep == 1 and direct and ctrl.dtype == np.float64:
+            # XLA's own (C-contiguous float64) buffers, one element, one physics step.
+            if self.engine.step_one(state, ctrl, out):
+                out[...] = np.nan  # see below
+            return
         next_state, diverged = self.engine.step(
             state, ctrl, self.nstep, out=out if direct else None
         )
