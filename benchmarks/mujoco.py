@@ -318,7 +318,7 @@ def reacher_loops(B: int, T: int, with_mjx: bool):
             self.out = nnx.Linear(64, sim.nu, rngs=rngs)
 
         def __call__(self, obs):
-            return 0.2 * jnp.tanh(self.out(jnp.tanh(self.hidden(obs))))
+            return 0.3 * jnp.tanh(self.out(jnp.tanh(self.hidden(obs))))
 
     graphdef, params = nnx.split(Policy(nnx.Rngs(0)))
 
@@ -330,7 +330,9 @@ def reacher_loops(B: int, T: int, with_mjx: bool):
 
     def observe(qpos, qvel):
         q, v, target = qpos[..., :2], qvel[..., :2], qpos[..., 2:]
-        return jnp.concatenate([jnp.cos(q), jnp.sin(q), 0.1 * v, target - fingertip(qpos)], -1)
+        return jnp.concatenate(
+            [jnp.cos(q), jnp.sin(q), 0.1 * v, 10.0 * (target - fingertip(qpos))], -1
+        )
 
     rng = np.random.default_rng(0)
     qpos0 = np.concatenate(
