@@ -79,16 +79,23 @@ def once(f: Callable[[], Any]) -> float:
     return time.perf_counter() - t0
 
 
-def best_interleaved(fns: dict[str, Callable[[], Any]], rounds: int) -> dict[str, float]:
+def best_interleaved(fns: dict[Any, Callable[[], Any]], rounds: int, cpu: dict | None = None):
     """The best seconds per call of each, measured in turn round after round.
 
     The best, not the mean: on a shared machine the noise only ever adds; in turn, so that a
-    slow phase of the machine hits every method alike.
+    slow phase of the machine hits every method alike. With `cpu`, it also receives the best
+    CPU seconds of this process (all its threads) per call: work done, which time slices
+    taken by other processes do not inflate.
     """
     best = dict.fromkeys(fns, float("inf"))
+    if cpu is not None:
+        cpu.update(dict.fromkeys(fns, float("inf")))
     for _ in range(rounds):
         for name, f in fns.items():
+            c0 = time.process_time()
             best[name] = min(best[name], once(f))
+            if cpu is not None:
+                cpu[name] = min(cpu[name], time.process_time() - c0)
     return best
 
 
@@ -119,14 +126,14 @@ class RawPerStep:
         self.ctrl = np.empty((B, fs, model.nu))
         self.out = np.empty((B, fs, nstate))
         self.sensors = np.empty((B, fs, model.nsensordata))
-        self.in_mujoco = 0.0
+        self.in_mujoco = self.in_mujoco_cpu = 0.0
 
     def __call__(self, S: np.ndarray, U: np.ndarray) -> np.ndarray:
         self.state[...] = S
-        self.in_mujoco = 0.0
+        self.in_mujoco = self.in_mujoco_cpu = 0.0
         for u in U:
             self.ctrl[...] = u[:, None]
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             self.runner.rollout(
                 self.models,
                 self.datas,
@@ -138,6 +145,7 @@ class RawPerStep:
                 sensordata=self.sensors,
             )
             self.in_mujoco += time.perf_counter() - t0
+            self.in_mujoco_cpu += time.process_time() - c0
             self.state[...] = self.out[:, -1]
         return self.state
 
@@ -181,11 +189,12 @@ def bench_closed_loop(model, variant, B, fs, nthread, T, rounds):
         )
 
     equal = np.array_equal(np.asarray(scan(S, U)), raw(S, U))
-    in_mujoco = []
+    in_mujoco, in_mujoco_cpu = [], []
 
     def floor(n):
         same(S, U[:n])
         in_mujoco.append(same.in_mujoco / n)
+        in_mujoco_cpu.append(same.in_mujoco_cpu / n)
 
     fns = {}
     for n in (T, T1):
@@ -197,12 +206,18 @@ def bench_closed_loop(model, variant, B, fs, nthread, T, rounds):
     fns[("floor", T)] = lambda: floor(T)
     for f in fns.values():  # compile both lengths, warm every path
         f()
-    t = best_interleaved(fns, rounds)
-    us = {
-        k: (t[(k, T)] - t[(k, T1)]) / (T - T1) * 1e6 if T > T1 else t[(k, T)] / T * 1e6
-        for k in ("scan", "raw", "bare", "long")
-    }
+    cpu: dict = {}
+    t = best_interleaved(fns, rounds, cpu)
+
+    def per_call(t):
+        return {
+            k: (t[(k, T)] - t[(k, T1)]) / (T - T1) * 1e6 if T > T1 else t[(k, T)] / T * 1e6
+            for k in ("scan", "raw", "bare", "long")
+        }
+
+    us, cpu_us = per_call(t), per_call(cpu)
     mj = min(in_mujoco) * 1e6
+    mj_cpu = min(in_mujoco_cpu) * 1e6
     return dict(
         variant=variant,
         B=B,
@@ -213,9 +228,28 @@ def bench_closed_loop(model, variant, B, fs, nthread, T, rounds):
         mujoco=mj,
         bare=us["bare"],
         own=us["scan"] - mj - us["bare"],
+        own_cpu=cpu_us["scan"] - mj_cpu - cpu_us["bare"],
+        scan_cpu=cpu_us["scan"],
+        bare_cpu=cpu_us["bare"],
+        mujoco_cpu=mj_cpu,
         equal=equal,
         pool=sim._engine.uses_pool(B, fs),
     )
+
+
+def print_closed_loop_cpu(rows):
+    print(
+        "\nThe same calls in CPU µs of this process (all threads; not inflated by other "
+        "processes' time slices, so steadier on a shared machine):\n"
+    )
+    print("| model | B | frame_skip | scan | MuJoCo | bare cb | own (≤ 10) |")
+    print("|" + "---|" * 7)
+    for r in rows:
+        own = f"{r['own_cpu']:.1f} {'met' if r['own_cpu'] <= 10 else 'MISSED'}"
+        print(
+            f"| {r['variant']} | {r['B']} | {r['fs']} | {r['scan_cpu']:.1f} | "
+            f"{r['mujoco_cpu']:.1f} | {r['bare_cpu']:.1f} | {own} |"
+        )
 
 
 def print_closed_loop(rows, nthread):
@@ -469,6 +503,7 @@ def closed_loop_section(args, variants):
                 nthread = Simulator(model, nthread=args.nthread).nthread
                 print(".", end="", flush=True)
     print_closed_loop(closed, nthread)
+    print_closed_loop_cpu(closed)
 
 
 def open_loop_sections(args, variants, mjx, mjx_why, sections):
