@@ -1,19 +1,25 @@
 """jaxbridge.mujoco against raw `mujoco.rollout` and MJX, side by side in one run.
 
-    python benchmarks/mujoco.py [--quick] [--nthread N]
+    python benchmarks/mujoco.py [--quick] [--nthread N] [--mjx-256]
 
-For the gymnasium humanoid as shipped (RK4, PGS) and an Euler/Newton variant, at batch 1, 16
-and 256, prints physics steps per second of:
+1. The closed loop, per call: `jax.jit` of a `lax.scan` over `jax.vmap(sim.step)` (one host
+   call per scan step) on the gymnasium humanoid as shipped (RK4, PGS) and an Euler/Newton
+   variant, at batch 1, 16 and 64 and frame_skip 1 and 5, against
+   - raw per-step calls, the best a user could write: `mujoco.rollout` once per step with a
+     persistent `Rollout` (the same thread count), preallocated outputs and control buffer;
+   - one long raw rollout of the same number of physics steps;
+   - the floor: MuJoCo's own time in the same calls (serial or pool, as jaxbridge chooses)
+     plus XLA's bare `buffer_callback` (a callback doing nothing, same shapes).
+   `own` is jaxbridge's cost per call outside MuJoCo and outside XLA's callback.
+2. Open loop: `jax.jit(sim.rollout)` against raw `mujoco.rollout` and MJX (Euler/Newton only:
+   MJX cannot load the shipped humanoid, it lacks PGS), with compile times.
+3. Gradients per second of a 50-step rollout loss.
+4. The closed loop of `examples/07_closed_loop.py` (a Flax NNX policy on Reacher-v5):
+   environment steps per second and gradients per second (backpropagation through the
+   `lax.scan`), against the same loop on MJX.
 
-- `jax.jit` of a `lax.scan` over `jax.vmap(sim.step)` (one host call per scan step),
-- `jax.jit(sim.rollout)` (one host call for the whole trajectory),
-- raw `mujoco.rollout` with a persistent pool of the same thread count,
-- MJX `jax.jit(jax.vmap(mjx.step))` in a `lax.scan`, on the Euler/Newton variant only: MJX
-  cannot load the shipped humanoid (it lacks the PGS solver);
-
-with compile times, and gradients per second of a 50-step rollout loss. `--quick` measures
-fewer batch sizes and runs MJX at batch 16 only; MJX at batch 256 needs `--mjx-256` (it
-deadlocked in jaxlib's batched Cholesky on a 2-CPU machine).
+Rows whose peer is not installed say so and are skipped. `--quick` measures fewer sizes.
+MJX at batch 256 needs `--mjx-256` (it deadlocked in jaxlib's batched Cholesky on 2 CPUs).
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 # Run as a script, this file's folder comes first on sys.path and this file (mujoco.py) would
 # shadow the mujoco package.
@@ -31,11 +39,27 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
+from jax.experimental.buffer_callback import buffer_callback  # noqa: E402
 from mujoco import rollout as mj_rollout  # noqa: E402
 
 from jaxbridge.mujoco import Simulator  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
+
+
+def optional(name: str) -> tuple[Any, str]:
+    """(module, "") or (None, why): a peer that is missing skips its rows."""
+    try:
+        if name == "mjx":
+            from mujoco import mjx
+
+            return mjx, ""
+        return __import__(name), ""
+    except Exception as e:  # ImportError, or a broken install
+        return (
+            None,
+            f"{name} not available ({type(e).__name__}: {e}); `pip install jaxbridge[bench]`",
+        )
 
 
 def humanoid(variant: str) -> mujoco.MjModel:
@@ -49,143 +73,522 @@ def humanoid(variant: str) -> mujoco.MjModel:
     return model
 
 
-def timed(f, *args, min_time=0.3):
-    """(seconds of the first call, best seconds per later call).
-
-    The best of several calls, not the mean: on a shared machine the noise only ever adds.
-    """
+def once(f: Callable[[], Any]) -> float:
     t0 = time.perf_counter()
-    jax.block_until_ready(f(*args))
-    first = time.perf_counter() - t0
-    best, start = float("inf"), time.perf_counter()
-    while time.perf_counter() - start < min_time or best == float("inf"):
-        t0 = time.perf_counter()
-        jax.block_until_ready(f(*args))
-        best = min(best, time.perf_counter() - t0)
-    return first, best
+    jax.block_until_ready(f())
+    return time.perf_counter() - t0
+
+
+def best_interleaved(fns: dict[Any, Callable[[], Any]], rounds: int, cpu: dict | None = None):
+    """The best seconds per call of each, measured in turn round after round.
+
+    The best, not the mean: on a shared machine the noise only ever adds; in turn, so that a
+    slow phase of the machine hits every method alike. With `cpu`, it also receives the best
+    CPU seconds of this process (all its threads) per call: work done, which time slices
+    taken by other processes do not inflate.
+    """
+    best = dict.fromkeys(fns, float("inf"))
+    if cpu is not None:
+        cpu.update(dict.fromkeys(fns, float("inf")))
+    for _ in range(rounds):
+        for name, f in fns.items():
+            c0 = time.process_time()
+            best[name] = min(best[name], once(f))
+            if cpu is not None:
+                cpu[name] = min(cpu[name], time.process_time() - c0)
+    return best
 
 
 def inputs(sim: Simulator, B: int, T: int, seed: int = 0):
+    """`B` humanoids standing on the ground with random velocities, and `(T, B, nu)` controls."""
     rng = np.random.default_rng(seed)
     parts = sim.split_state(sim.initial_state())
     qvel = 0.1 * rng.standard_normal((B, sim.model.nv))
     S = np.asarray(sim.make_state(qvel=jnp.asarray(qvel), qpos=parts.qpos))
-    U = rng.uniform(-0.4, 0.4, (B, T, sim.nu))
+    U = rng.uniform(-0.4, 0.4, (T, B, sim.nu))
     return S, U
 
 
-def bench_jaxbridge(sim: Simulator, B: int, T: int):
+# -- 1. the closed loop, per call --------------------------------------------------------
+
+
+class RawPerStep:
+    """Raw `mujoco.rollout`, one call per environment step, as a careful user writes it."""
+
+    def __init__(self, model: mujoco.MjModel, B: int, fs: int, nthread: int, pool: bool):
+        nstate = mujoco.mj_stateSize(model, mujoco.mjtState.mjSTATE_FULLPHYSICS)
+        self.model, self.fs = model, fs
+        self.models = [model] * B
+        self.datas = [mujoco.MjData(model) for _ in range(max(nthread, 1))]
+        self.datas = self.datas if pool else self.datas[:1]
+        self.runner = mj_rollout.Rollout(nthread=nthread if pool else 0)
+        self.state = np.empty((B, nstate))
+        self.ctrl = np.empty((B, fs, model.nu))
+        self.out = np.empty((B, fs, nstate))
+        self.sensors = np.empty((B, fs, model.nsensordata))
+        self.in_mujoco = self.in_mujoco_cpu = 0.0
+
+    def __call__(self, S: np.ndarray, U: np.ndarray) -> np.ndarray:
+        self.state[...] = S
+        self.in_mujoco = self.in_mujoco_cpu = 0.0
+        for u in U:
+            self.ctrl[...] = u[:, None]
+            t0, c0 = time.perf_counter(), time.process_time()
+            self.runner.rollout(
+                self.models,
+                self.datas,
+                self.state,
+                self.ctrl,
+                nstep=self.fs,
+                skip_checks=True,
+                state=self.out,
+                sensordata=self.sensors,
+            )
+            self.in_mujoco += time.perf_counter() - t0
+            self.in_mujoco_cpu += time.process_time() - c0
+            self.state[...] = self.out[:, -1]
+        return self.state
+
+
+def bench_closed_loop(model, variant, B, fs, nthread, T, rounds):
+    """Per-call microseconds of each method, from the difference of `T` and `T // 3` steps.
+
+    The difference cancels what is paid once per run (jit dispatch, the first call), and short
+    runs measured many times, in turn, find the machine's quiet moments.
+    """
+    sim = Simulator(model, nthread=nthread, frame_skip=fs)
     S, U = inputs(sim, B, T)
+    T1 = max(1, T // 3)
 
     @jax.jit
     def scan(S, U):
-        def body(s, u):
-            s = jax.vmap(sim.step)(s, u)
-            return s, None
+        return jax.lax.scan(lambda s, u: (jax.vmap(sim.step)(s, u), None), S, U)[0]
 
-        return jax.lax.scan(body, S, jnp.swapaxes(U, 0, 1))[0]
-
-    c_scan, t_scan = timed(scan, S, U)
-    rollout = jax.jit(lambda S, U: sim.rollout(S, U).state)
-    c_roll, t_roll = timed(rollout, S, U)
-    return B * T / t_scan, B * T / t_roll, c_scan, c_roll
-
-
-def bench_raw(model: mujoco.MjModel, sim: Simulator, B: int, T: int, nthread: int):
-    S, U = inputs(sim, B, T)
-    datas = [mujoco.MjData(model) for _ in range(max(nthread, 1))]
-    with mj_rollout.Rollout(nthread=nthread if B > 1 else 0) as pool:
-        _, t = timed(lambda: pool.rollout(model, datas if B > 1 else datas[0], S, U))
-    return B * T / t
-
-
-def bench_mjx(model: mujoco.MjModel, B: int, T: int):
-    with jax.enable_x64(False):  # MJX's own precision; its scan carry breaks under x64
-        return _bench_mjx(model, B, T)
-
-
-def _bench_mjx(model: mujoco.MjModel, B: int, T: int):
-    from mujoco import mjx
-
-    mx = mjx.put_model(model)
-    d0 = mjx.make_data(mx)
-    noise = 0.01 * jax.random.normal(jax.random.key(0), (B, *d0.qvel.shape))
-    batch = jax.vmap(lambda n: d0.replace(qvel=d0.qvel + n))(noise)
-    step = jax.vmap(lambda d: mjx.step(mx, d))
+    noop = buffer_callback(lambda ctx, out, s, u: None, jax.ShapeDtypeStruct(S.shape, S.dtype))
 
     @jax.jit
-    def run(d):
-        return jax.lax.scan(lambda d, _: (step(d), None), d, None, length=T)[0].qpos
+    def bare(S, U):
+        return jax.lax.scan(lambda s, u: (noop(s, u), None), S, U)[0]
 
-    first, t = timed(run, batch, min_time=0.1)
+    raw = RawPerStep(model, B, fs, sim.nthread, pool=B > 1 and sim.nthread > 1)
+    same = RawPerStep(model, B, fs, sim.nthread, pool=sim._engine.uses_pool(B, fs))
+    datas = [mujoco.MjData(model) for _ in range(max(sim.nthread, 1))]
+    long_pool = mj_rollout.Rollout(nthread=sim.nthread if B > 1 else 0)
+    U_long = np.ascontiguousarray(np.repeat(np.swapaxes(U, 0, 1), fs, axis=1))
+    out_long = np.empty((B, T * fs, sim.nstate))
+
+    def long(n):
+        long_pool.rollout(
+            [model] * B,
+            datas if B > 1 else datas[:1],
+            S,
+            np.ascontiguousarray(U_long[:, : n * fs]),
+            skip_checks=True,
+            nstep=n * fs,
+            state=out_long[:, : n * fs] if n == T else np.empty((B, n * fs, sim.nstate)),
+        )
+
+    equal = np.array_equal(np.asarray(scan(S, U)), raw(S, U))
+    in_mujoco, in_mujoco_cpu = [], []
+
+    def floor(n):
+        same(S, U[:n])
+        in_mujoco.append(same.in_mujoco / n)
+        in_mujoco_cpu.append(same.in_mujoco_cpu / n)
+
+    fns = {}
+    for n in (T, T1):
+        Un = U[:n]
+        fns[("scan", n)] = lambda Un=Un: scan(S, Un)
+        fns[("raw", n)] = lambda Un=Un: raw(S, Un)
+        fns[("bare", n)] = lambda Un=Un: bare(S, Un)
+        fns[("long", n)] = lambda n=n: long(n)
+    fns[("floor", T)] = lambda: floor(T)
+    for f in fns.values():  # compile both lengths, warm every path
+        f()
+    cpu: dict = {}
+    t = best_interleaved(fns, rounds, cpu)
+
+    def per_call(t):
+        return {
+            k: (t[(k, T)] - t[(k, T1)]) / (T - T1) * 1e6 if T > T1 else t[(k, T)] / T * 1e6
+            for k in ("scan", "raw", "bare", "long")
+        }
+
+    us, cpu_us = per_call(t), per_call(cpu)
+    mj = min(in_mujoco) * 1e6
+    mj_cpu = min(in_mujoco_cpu) * 1e6
+    return dict(
+        variant=variant,
+        B=B,
+        fs=fs,
+        scan=us["scan"],
+        raw=us["raw"],
+        long=us["long"],
+        mujoco=mj,
+        bare=us["bare"],
+        own=us["scan"] - mj - us["bare"],
+        own_cpu=cpu_us["scan"] - mj_cpu - cpu_us["bare"],
+        scan_cpu=cpu_us["scan"],
+        bare_cpu=cpu_us["bare"],
+        mujoco_cpu=mj_cpu,
+        equal=equal,
+        pool=sim._engine.uses_pool(B, fs),
+    )
+
+
+def print_closed_loop_cpu(rows):
+    print(
+        "\nThe same calls in CPU µs of this process (all threads; not inflated by other "
+        "processes' time slices, so steadier on a shared machine):\n"
+    )
+    print("| model | B | frame_skip | scan | MuJoCo | bare cb | own (≤ 10) |")
+    print("|" + "---|" * 7)
+    for r in rows:
+        own = f"{r['own_cpu']:.1f} {'met' if r['own_cpu'] <= 10 else 'MISSED'}"
+        print(
+            f"| {r['variant']} | {r['B']} | {r['fs']} | {r['scan_cpu']:.1f} | "
+            f"{r['mujoco_cpu']:.1f} | {r['bare_cpu']:.1f} | {own} |"
+        )
+
+
+def print_closed_loop(rows, nthread):
+    print(
+        f"\n### 1. Closed loop, per call: jit(scan(vmap(sim.step))), humanoid, {nthread} "
+        "threads, float64\n"
+    )
+    print(
+        "µs per call (best of interleaved rounds). `MuJoCo`: time inside mujoco.rollout on the "
+        "path jaxbridge takes (serial or pool); `bare cb`: XLA's buffer_callback doing nothing; "
+        "`own` = scan − MuJoCo − bare cb; floor = MuJoCo + bare cb.\n"
+    )
+    print(
+        "| model | B | frame_skip | path | scan | raw per-step | one long rollout | MuJoCo | "
+        "bare cb | own (≤ 10) | scan/raw | scan/long | floor/scan | bit-equal |"
+    )
+    print("|" + "---|" * 14)
+    for r in rows:
+        checks = []
+        heavy = r["fs"] >= 5 or r["B"] >= 16
+        scan_raw = r["raw"] / r["scan"]
+        scan_long = r["long"] / r["scan"]
+        floor = (r["mujoco"] + r["bare"]) / r["scan"]
+        own = f"{r['own']:.1f} {'met' if r['own'] <= 10 else 'MISSED'}"
+        sr = f"{scan_raw:.2f}" + (
+            f" {'met' if scan_raw >= 0.9 else 'MISSED'} (≥ 0.9)" if heavy else ""
+        )
+        target_long = r["fs"] >= 5 and r["B"] >= 16
+        sl = f"{scan_long:.2f}" + (
+            f" {'met' if scan_long >= 0.85 else 'MISSED'} (≥ 0.85)" if target_long else ""
+        )
+        fl = f"{floor:.2f}" + (" (floor)" if r["B"] == 1 and r["fs"] == 1 else "")
+        checks.append(r["equal"])
+        print(
+            f"| {r['variant']} | {r['B']} | {r['fs']} | {'pool' if r['pool'] else 'serial'} | "
+            f"{r['scan']:.1f} | {r['raw']:.1f} | {r['long']:.1f} | {r['mujoco']:.1f} | "
+            f"{r['bare']:.1f} | {own} | {sr} | {sl} | {fl} | {'yes' if r['equal'] else 'NO'} |"
+        )
+
+
+# -- 2. open loop: rollout against raw and MJX --------------------------------------------
+
+
+def bench_rollout(sim: Simulator, model, B: int, T: int, nthread: int):
+    S, U = inputs(sim, B, T)
+    U = np.ascontiguousarray(np.swapaxes(U, 0, 1))
+    rollout = jax.jit(lambda S, U: sim.rollout(S, U).state)
+    c_roll = once(lambda: rollout(S, U))
+    datas = [mujoco.MjData(model) for _ in range(max(nthread, 1))]
+    pool = mj_rollout.Rollout(nthread=nthread if B > 1 else 0)
+    raw = lambda: pool.rollout(model, datas if B > 1 else datas[0], S, U)  # noqa: E731
+    t = best_interleaved({"rollout": lambda: rollout(S, U), "raw": raw}, 5)
+    return B * T / t["rollout"], B * T / t["raw"], c_roll
+
+
+def bench_mjx(mjx, model: mujoco.MjModel, B: int, T: int):
+    with jax.enable_x64(False):  # MJX's own precision; its scan carry breaks under x64
+        mx = mjx.put_model(model)
+        d0 = mjx.make_data(mx)
+        noise = 0.01 * jax.random.normal(jax.random.key(0), (B, *d0.qvel.shape))
+        batch = jax.vmap(lambda n: d0.replace(qvel=d0.qvel + n))(noise)
+        step = jax.vmap(lambda d: mjx.step(mx, d))
+
+        @jax.jit
+        def run(d):
+            return jax.lax.scan(lambda d, _: (step(d), None), d, None, length=T)[0].qpos
+
+        first = once(lambda: run(batch))
+        t = best_interleaved({"mjx": lambda: run(batch)}, 3)["mjx"]
     return B * T / t, first - t
 
 
 def bench_grad(sim: Simulator, B: int, T: int = 50):
     S, U = inputs(sim, B, T)
+    U = np.ascontiguousarray(np.swapaxes(U, 0, 1))
 
     def loss(s, u):
         traj = sim.rollout(s, u)
         return jnp.sum(traj.state[..., -1, 1:4] ** 2) + 1e-3 * jnp.sum(u**2)
 
     g = jax.jit(jax.vmap(jax.grad(loss, argnums=1)))
-    c, t = timed(g, S, U, min_time=0.5)
+    c = once(lambda: g(S, U))
+    t = best_interleaved({"grad": lambda: g(S, U)}, 3)["grad"]
     return B / t, c
 
 
+# -- 4. the closed loop of examples/07_closed_loop.py, against MJX ---------------------------
+
+
+def reacher_loops(B: int, T: int, with_mjx: bool):
+    """Forward and gradient functions of the Reacher closed loop, for jaxbridge and MJX."""
+    from flax import nnx
+
+    sim = Simulator.from_gymnasium("Reacher-v5")
+    model, fs = sim.model, sim.frame_skip
+
+    class Policy(nnx.Module):
+        def __init__(self, rngs):
+            self.hidden = nnx.Linear(8, 64, rngs=rngs)
+            self.out = nnx.Linear(64, sim.nu, rngs=rngs)
+
+        def __call__(self, obs):
+            return 0.3 * jnp.tanh(self.out(jnp.tanh(self.hidden(obs))))
+
+    graphdef, params = nnx.split(Policy(nnx.Rngs(0)))
+
+    def fingertip(q):
+        a, b = q[..., 0], q[..., 0] + q[..., 1]
+        return jnp.stack(
+            [0.1 * jnp.cos(a) + 0.11 * jnp.cos(b), 0.1 * jnp.sin(a) + 0.11 * jnp.sin(b)], -1
+        )
+
+    def observe(qpos, qvel):
+        q, v, target = qpos[..., :2], qvel[..., :2], qpos[..., 2:]
+        return jnp.concatenate(
+            [jnp.cos(q), jnp.sin(q), 0.1 * v, 10.0 * (target - fingertip(qpos))], -1
+        )
+
+    rng = np.random.default_rng(0)
+    qpos0 = np.concatenate(
+        [rng.uniform(-1, 1, (B, 2)), rng.uniform(-0.1, 0.1, (B, 2))], axis=1
+    ).astype(np.float32)
+
+    def make(step_fn, init):
+        def episode(params, start):
+            policy = nnx.merge(graphdef, params)
+
+            def body(carry, _):
+                qpos, qvel = carry.qpos, carry.qvel
+                ctrl = policy(observe(qpos, qvel))
+                carry = step_fn(carry, ctrl)
+                dist = jnp.linalg.norm(fingertip(carry.qpos) - carry.qpos[..., 2:], axis=-1)
+                return carry, dist
+
+            return jax.lax.scan(body, start, length=T)[1]
+
+        def loss(params, starts):
+            return jnp.mean(jax.vmap(lambda s: episode(params, s))(starts) ** 2)
+
+        starts = init(qpos0)
+        fwd = jax.jit(lambda p: jax.vmap(lambda s: episode(p, s))(starts))
+        grad = jax.jit(jax.grad(loss))
+        return lambda: fwd(params), lambda: grad(params, starts)
+
+    # jaxbridge's carry is the flat state array; give it .qpos/.qvel through split_state.
+    class JB:
+        @staticmethod
+        def step(state, ctrl):
+            return _State(sim.step(state.flat, ctrl))
+
+        @staticmethod
+        def init(q):
+            return _State(sim.make_state(qpos=jnp.asarray(q)))
+
+    @jax.tree_util.register_pytree_node_class
+    class _State:
+        def __init__(self, flat):
+            self.flat = flat
+
+        @property
+        def qpos(self):
+            return sim.split_state(self.flat).qpos
+
+        @property
+        def qvel(self):
+            return sim.split_state(self.flat).qvel
+
+        def tree_flatten(self):
+            return (self.flat,), None
+
+        @classmethod
+        def tree_unflatten(cls, aux, children):
+            return cls(*children)
+
+    loops = {"jaxbridge": make(JB.step, JB.init)}
+    mjx, why = optional("mjx")
+    if mjx is None or not with_mjx:
+        return loops, fs, why
+    try:
+        mx = mjx.put_model(model)
+        # MJX's solver loop is a while_loop, which reverse mode cannot differentiate; one
+        # iteration makes it a fixed loop (the common setting for gradients through MJX).
+        mx = mx.replace(opt=mx.opt.replace(iterations=1, ls_iterations=4))
+        d0 = mjx.make_data(mx)
+
+        def mjx_step(d, ctrl):
+            d = d.replace(ctrl=ctrl)
+            for _ in range(fs):
+                d = mjx.step(mx, d)
+            return d
+
+        loops["MJX"] = make(
+            mjx_step, lambda q: jax.vmap(lambda q: d0.replace(qpos=q))(jnp.asarray(q))
+        )
+    except Exception as e:  # MJX cannot load the model: say so in the row
+        why = f"MJX cannot run Reacher-v5: {type(e).__name__}: {e}"
+    return loops, fs, why
+
+
+def bench_reacher(B: int, T: int, with_mjx: bool):
+    with jax.enable_x64(False):  # float32, as policies train; MuJoCo itself runs in float64
+        loops, fs, why = reacher_loops(B, T, with_mjx)
+        rows = []
+        for name, (fwd, grad) in loops.items():
+            c_fwd, c_grad = once(fwd), once(grad)
+            t = best_interleaved({"fwd": fwd, "grad": grad}, 3)
+            rows.append((name, B * T / t["fwd"], 1 / t["grad"], c_fwd, c_grad))
+    return rows, fs, why
+
+
+# -- main -------------------------------------------------------------------------------
+
+
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer sizes, MJX at batch 16 only")
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer sizes and rounds")
     parser.add_argument("--nthread", type=int, default=None, help="threads (default: all CPUs)")
     parser.add_argument("--mjx-256", action="store_true", help="also MJX at batch 256")
+    parser.add_argument(
+        "--sections", default="1,2,3,4", help="which tables to measure, e.g. 1,4 (default all)"
+    )
+    parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds (table 1)")
     args = parser.parse_args()
-    batches = (1, 16) if args.quick else (1, 16, 256)
-    # MJX at batch 256 deadlocked here (jaxlib's batched float32 Cholesky, lapack_spotrf_ffi,
-    # waiting on its own 2-thread pool, jax 0.10.2 on 2 CPUs): opt in with --mjx-256.
-    mjx_batches = (16,) if args.quick else (1, 16, 256) if args.mjx_256 else (1, 16)
-    steps = {1: 200, 16: 50, 256: 10} if args.quick else {1: 400, 16: 100, 256: 20}
-    rows = []
-    for variant in ("shipped (RK4, PGS)", "euler-newton"):
+    quick = args.quick
+    sections = {int(x) for x in args.sections.split(",") if x}
+    mjx, mjx_why = optional("mjx")
+    variants = ("shipped (RK4, PGS)", "euler-newton")
+    if 1 in sections:
+        closed_loop_section(args, variants)
+    if sections & {2, 3}:
+        open_loop_sections(args, variants, mjx, mjx_why, sections)
+    if 4 in sections:
+        reacher_section(quick, mjx_why)
+    print("\n(measured on a shared machine: absolute numbers vary, ratios within a row hold)")
+
+
+def closed_loop_section(args, variants):
+    quick = args.quick
+    closed_batches = (1, 16) if quick else (1, 16, 64)
+    rounds = args.rounds or (5 if quick else 25)
+    closed = []
+    nthread = 1
+    for B in closed_batches:
+        for fs in (1, 5):
+            for variant in variants:
+                model = humanoid("euler-newton" if variant == "euler-newton" else "shipped")
+                # Runs of about 2 ms (quick: 1 ms), so that some find the machine quiet.
+                T = int(np.clip((1e-3 if quick else 2e-3) / (B * fs * 25e-6), 6, 60))
+                row = bench_closed_loop(model, variant, B, fs, args.nthread, int(T), rounds)
+                closed.append(row)
+                nthread = Simulator(model, nthread=args.nthread).nthread
+                print(".", end="", flush=True)
+    print_closed_loop(closed, nthread)
+    print_closed_loop_cpu(closed)
+
+
+def open_loop_sections(args, variants, mjx, mjx_why, sections):
+    quick = args.quick
+    batches = (1, 16) if quick else (1, 16, 256)
+    mjx_batches = () if quick else (1, 16, 256) if args.mjx_256 else (1, 16)
+    steps = {1: 400, 16: 100, 256: 20}
+    rows, grads = [], []
+    for variant in variants:
         model = humanoid("euler-newton" if variant == "euler-newton" else "shipped")
         sim = Simulator(model, nthread=args.nthread)
-        nthread = sim.nthread
         for B in batches:
-            T = steps[B]
-            scan_sps, roll_sps, c_scan, c_roll = bench_jaxbridge(sim, B, T)
-            raw_sps = bench_raw(model, sim, B, T, nthread)
+            T = steps[B] // (4 if quick else 1)
+            if 2 not in sections:
+                break
+            roll_sps, raw_sps, c_roll = bench_rollout(sim, model, B, T, sim.nthread)
             mjx_sps = mjx_compile = float("nan")
-            if variant == "euler-newton" and B in mjx_batches:
-                mjx_sps, mjx_compile = bench_mjx(model, B, min(T, 20))
-            rows.append(
-                (variant, B, scan_sps, roll_sps, raw_sps, mjx_sps, c_scan, c_roll, mjx_compile)
-            )
+            if variant == "euler-newton" and B in mjx_batches and mjx is not None:
+                mjx_sps, mjx_compile = bench_mjx(mjx, model, B, min(T, 20))
+            rows.append((variant, B, roll_sps, raw_sps, mjx_sps, c_roll, mjx_compile))
             print(".", end="", flush=True)
-        grads, c_grad = bench_grad(sim, 1)
-        rows.append((variant, "grad", grads, c_grad))
+        if 3 in sections:
+            grads.append((variant, *bench_grad(sim, 1, 20 if quick else 50)))
+    if 2 in sections:
+        print_open_loop(rows, mjx, mjx_why, quick)
+    if 3 in sections:
+        print("\n### 3. Gradients of a rollout loss (w.r.t. all controls), jit(grad), batch 1\n")
+        for v, g, c in grads:
+            print(f"- {v}: {g:.2f} gradients/s (compile {c:.2f} s)")
+
+
+def print_open_loop(rows, mjx, mjx_why, quick):
     print(
-        f"\nhumanoid, {sim.nthread} threads, jax {jax.__version__}, mujoco {mujoco.__version__}"
-        f"; physics steps per second (frame_skip 1), float64\n"
+        f"\n\n### 2. Open loop: jit(sim.rollout), physics steps per second (frame_skip 1), "
+        f"float64, jax {jax.__version__}, mujoco {mujoco.__version__}\n"
     )
-    head = (
-        f"{'model':<20}{'batch':>6}{'scan(step)':>12}{'rollout':>11}{'raw':>11}{'MJX':>9}"
-        f"{'rollout/raw':>13}{'scan/raw':>10}{'rollout/MJX':>13}"
-        f"{'compile s: scan':>17}{'rollout':>9}{'MJX':>7}"
+    if mjx is None:
+        print(f"MJX rows skipped: {mjx_why}\n")
+    elif quick:
+        print("MJX rows skipped with --quick (MJX compiles the humanoid for minutes).\n")
+    print(
+        "| model | batch | rollout | raw | MJX | rollout/raw | rollout/MJX | compile s "
+        "| MJX compile s |"
     )
-    print(head)
-    print("-" * len(head))
-    for r in rows:
-        if r[1] == "grad":
-            continue
-        v, B, scan_sps, roll_sps, raw_sps, mjx_sps, c_scan, c_roll, c_mjx = r
+    print("|" + "---|" * 9)
+    for v, B, roll, raw, mjx_sps, c_roll, c_mjx in rows:
+        if np.isnan(mjx_sps):
+            mjx_cells = "n/a | n/a"
+            c_mjx_cell = "n/a"
+        else:
+            mjx_cells = f"{mjx_sps:.0f} | {roll / mjx_sps:.1f}"
+            c_mjx_cell = f"{c_mjx:.1f}"
         print(
-            f"{v:<20}{B:>6}{scan_sps:>12.0f}{roll_sps:>11.0f}{raw_sps:>11.0f}{mjx_sps:>9.0f}"
-            f"{roll_sps / raw_sps:>13.2f}{scan_sps / raw_sps:>10.2f}"
-            f"{roll_sps / mjx_sps:>13.1f}{c_scan:>17.2f}{c_roll:>9.2f}{c_mjx:>7.1f}"
+            f"| {v} | {B} | {roll:.0f} | {raw:.0f} | {mjx_cells.split(' | ')[0]} | "
+            f"{roll / raw:.2f} | {mjx_cells.split(' | ')[1]} | {c_roll:.2f} | {c_mjx_cell} |"
         )
-    print("\ngradients of a 50-step rollout loss (w.r.t. all 50 controls), jit(grad):")
-    for r in rows:
-        if r[1] == "grad":
-            print(f"  {r[0]:<20} {r[2]:8.2f} gradients/s   (compile {r[3]:.2f} s)")
+
+
+def reacher_section(quick, mjx_why):
+    B, T = (16, 25) if quick else (64, 50)
+    flax, flax_why = optional("flax")
+    if flax is None:
+        print(f"\n### 4. Closed-loop policy (examples/07_closed_loop.py): skipped, {flax_why}")
+        return
+    reacher, fs, why = bench_reacher(B, T, with_mjx=not quick)
+    if quick and not why:
+        why = "with --quick (MJX compiles this loop's gradient for minutes)"
+    print(
+        f"\n### 4. Closed-loop policy (examples/07_closed_loop.py): Reacher-v5, batch {B}, "
+        f"{T} env steps of {fs} physics steps, float32 policy\n"
+    )
+    print("| engine | env steps/s | gradients/s | compile s (forward, grad) |")
+    print("|---|---|---|---|")
+    for name, sps, gps, c_fwd, c_grad in reacher:
+        print(f"| {name} | {sps:.0f} | {gps:.2f} | {c_fwd:.1f}, {c_grad:.1f} |")
+    if why:
+        print(f"| MJX | skipped: {why} | | |")
+    else:
+        jb = {r[0]: r for r in reacher}
+        if "MJX" in jb:
+            print(
+                f"\njaxbridge/MJX: {jb['jaxbridge'][1] / jb['MJX'][1]:.2f}x env steps/s, "
+                f"{jb['jaxbridge'][2] / jb['MJX'][2]:.2f}x gradients/s (MJX with "
+                "opt.iterations=1: its solver's while_loop is not reverse-differentiable)"
+            )
 
 
 if __name__ == "__main__":

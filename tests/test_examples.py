@@ -23,6 +23,7 @@ EXPECTED = {
     "04_batching.py": ["Threads(2)", "Processes(2)", "bit for bit"],
     "05_mujoco_policy.py": ["forward distance"],
     "06_migrate_from_pure_callback.py": ["values and JVPs equal", "before: jax.grad fails"],
+    "07_closed_loop.py": ["mean final distance to target"],
 }
 
 

@@ -178,3 +178,101 @@ def test_step_jacobians_on_gym_rk4():
     rJx, rJu, _ = _direct_fd(engine, S, U, frame_skip)
     np.testing.assert_allclose(Jx, rJx, atol=1e-6)
     np.testing.assert_allclose(Ju, rJu, atol=1e-6)
+
+
+# -- the hot path: time arithmetic, divergence on both paths, pool choice, in-place steps ----
+
+
+@pytest.mark.parametrize("N", [1, 2, 5, 37, 400])
+def test_expected_time_is_mujocos_repeated_addition(N):
+    # Bit for bit what MuJoCo computes: time advanced N times by its timestep, on both the
+    # Euler path (`time += dt`) and RK4's (`time + h`), from start times that round.
+    from jaxbridge.mujoco._engine import _time_after
+
+    rng = np.random.default_rng(N)
+    t0 = np.concatenate([[0.0, 0.1, 1e5, 1 / 3], rng.uniform(0, 50, 12)])
+    for integrator in ("Euler", "RK4"):
+        model = arm(integrator)
+        model.opt.timestep = 0.0031  # not a power of two: every addition rounds
+        d = mujoco.MjData(model)
+        for t in t0[:4]:
+            d.time = t
+            for _ in range(N):
+                mujoco.mj_step(model, d)
+            np.testing.assert_array_equal(_time_after(np.array([t]), 0.0031, N), [d.time])
+    loop = t0.copy()
+    for _ in range(N):
+        loop += 0.0031
+    np.testing.assert_array_equal(_time_after(t0, 0.0031, N), loop)
+    assert N == 1 or not np.array_equal(loop, t0 + N * 0.0031)  # a product would not do
+
+
+@pytest.mark.parametrize("pool", [False, True])
+def test_divergence_from_time_zero_on_both_paths(tmp_path, monkeypatch, pool):
+    # Elements that diverge at their only step from time 0 end at time dt, as healthy ones
+    # do; they are told apart exactly (the last one of a serial call from MuJoCo's warning
+    # counters, the others by a replay), whichever path the call takes.
+    monkeypatch.chdir(tmp_path)
+    model = arm()
+    engine = Engine(model, nthread=2)
+    engine.POOL_MIN_WORK = 0.0 if pool else float("inf")
+    assert engine.uses_pool(6, 1) is pool
+    S = random_states(model, 6)
+    S[:, 0] = 0.0
+    S[1, 1 + model.nq] = 1e30
+    S[5, 1 + model.nq] = 1e30
+    U = np.zeros((6, 1, model.nu))
+    U[3, 0, 0] = np.nan
+    states, _, diverged = engine.rollout(S, U, 1)
+    assert diverged.tolist() == [False, True, False, True, False, True]
+    for i in (0, 2, 4):
+        np.testing.assert_array_equal(states[i], raw_rollout(model, S[i], U[i], 1)[0])
+    # One element (always serial) and its warning counters, through both entry points.
+    for i in range(6):
+        assert engine.step(S[i : i + 1], U[i, :, :], 1)[1].tolist() == [diverged[i]]
+        out = np.empty((1, engine.layout.nstate))
+        assert engine.step_one(S[i : i + 1].copy(), U[i].copy(), out) == diverged[i]
+        if not diverged[i]:
+            np.testing.assert_array_equal(out, states[i])
+
+
+@pytest.mark.parametrize("pool", [False, True])
+def test_serial_and_pool_paths_bit_for_bit(pool):
+    model, frame_skip = gym("Humanoid-v5")
+    engine = Engine(model, nthread=2)
+    engine.POOL_MIN_WORK = 0.0 if pool else float("inf")
+    S = random_states(model, 5, qvel=0.2, qpos=0.02)
+    U = np.random.default_rng(7).uniform(-0.4, 0.4, (5, 2, model.nu))
+    states, sensors, diverged = engine.rollout(S, U, frame_skip)
+    assert not diverged.any()
+    for i in range(5):
+        ref_states, ref_sensors = raw_rollout(model, S[i], U[i], frame_skip)
+        np.testing.assert_array_equal(states[i], ref_states)
+        np.testing.assert_array_equal(sensors[i], ref_sensors)
+
+
+def test_pool_is_chosen_from_the_work_per_call():
+    engine = Engine(arm(), nthread=2)
+    assert engine.step_seconds > 0
+    engine.step_seconds = 10e-6  # 10 µs a physics step
+    assert not engine.uses_pool(16, 1)  # 160 µs: the pool's dispatch would cost more
+    assert engine.uses_pool(32, 1) and engine.uses_pool(4, 5)
+    assert not engine.uses_pool(1, 1000)  # one element: nothing to split
+    assert not Engine(arm(), nthread=1).uses_pool(64, 100)
+
+
+@pytest.mark.parametrize("nstep", [1, 3])
+def test_step_writes_in_place_and_equals_rollout(nstep):
+    model = arm()
+    engine = Engine(model, nthread=2)
+    S = random_states(model, 4)
+    U = np.random.default_rng(8).uniform(-1, 1, (4, model.nu))
+    out = np.full((4, engine.layout.nstate), -1.0)
+    next_state, diverged = engine.step(S, U, nstep, out=out)
+    assert next_state is out or np.shares_memory(next_state, out)
+    np.testing.assert_array_equal(out, engine.rollout(S, U[:, None], nstep)[0][:, 0])
+    assert not diverged.any()
+    S32, U32 = S.astype(np.float32), U.astype(np.float32)
+    f32 = engine.step(S32, U32, nstep)[0]
+    ref = engine.rollout(S32.astype(float), U32.astype(float)[:, None], nstep)[0][:, 0]
+    np.testing.assert_array_equal(f32, ref)

@@ -273,3 +273,28 @@ def test_a_diverging_step_is_nan_not_a_silent_reset(x64):
     assert bool(jnp.isnan(out[1]).all())
     np.testing.assert_array_equal(out[0], sim.step(good, jnp.zeros(sim.nu)))
     assert not bool(jnp.isnan(out[0]).any())
+
+
+def test_grad_through_scan_of_vmapped_step(x64):
+    # The closed loop: `step` under vmap inside lax.scan, its Jacobian on the way back.
+    sim = Simulator(arm(), frame_skip=2)
+    S = jnp.asarray(random_states(sim.model, 2, qvel=0.3, qpos=0.02))
+    U = jnp.asarray(np.random.default_rng(9).uniform(-0.3, 0.3, (3, 2, sim.nu)))
+
+    def loss(S, U):
+        final = jax.lax.scan(lambda s, u: (jax.vmap(sim.step)(s, u), None), S, U)[0]
+        return jnp.sum(final[:, 1:] ** 2)
+
+    check_grads(jax.jit(loss), (S, U), order=1, modes=("rev",), atol=1e-5, rtol=1e-5)
+
+
+def test_diverging_single_element_from_time_zero_is_nan(tmp_path, monkeypatch, x64):
+    # A batch of one from time 0: MuJoCo's warning counters flag the reset (no replay).
+    monkeypatch.chdir(tmp_path)
+    sim = Simulator(arm(), frame_skip=1)
+    good = jnp.asarray(random_states(sim.model, 1, qvel=0.2)).at[:, 0].set(0.0)
+    bad = good.at[0, 1 + sim.model.nq].set(1e30)
+    step = jax.jit(jax.vmap(sim.step))
+    assert bool(jnp.isnan(step(bad, jnp.zeros((1, sim.nu)))).all())
+    out = step(good, jnp.zeros((1, sim.nu)))
+    assert not bool(jnp.isnan(out).any()) and float(out[0, 0]) == sim.model.opt.timestep

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
@@ -12,6 +13,7 @@ import numpy as np
 
 import jaxbridge
 
+from .._batching import VECTORIZED, AbstractBatching, flatten_batch
 from . import _derivatives, _jacobians
 from ._engine import DEFAULT_OUTPUTS, Engine
 from ._model import load_gymnasium, load_model
@@ -25,6 +27,8 @@ if TYPE_CHECKING:  # jaxtyping is a test-time dependency only
     StatesLike = Float[ArrayLike, "*batch nstate"]
     CtrlsLike = Float[ArrayLike, "*batch nu"]
     CtrlSequences = Float[ArrayLike, "*batch T nu"]
+
+    from .._call import HostCall
 
 __all__ = ["Simulator", "Trajectory"]
 
@@ -46,6 +50,58 @@ class Trajectory(NamedTuple):
     state: Array
     sensordata: Array
     diverged: Array
+
+
+class _StepBatching(AbstractBatching):
+    """A batch of `step`s as one engine call, written straight into XLA's output buffer.
+
+    The generic `"vectorized"` strategy calls the host function and then copies and checks its
+    result; `step` is the hot path of a closed loop (one call per `lax.scan` step), so here
+    MuJoCo writes the next states into the output buffer itself (with `nstep == 1` and float64).
+    """
+
+    name = "vectorized"
+
+    def __init__(self, engine: Engine, nstep: int, step: Callable[..., Any]):
+        self.engine = engine
+        self.nstep = nstep
+        self.nstate = engine.layout.nstate
+        self.step = step  # the host function this strategy runs; others (its Jacobian) are
+        # batched as `"vectorized"` batches them
+
+    def run(
+        self,
+        call: HostCall,
+        batch: tuple[int, ...],
+        ins: Sequence[np.ndarray],
+        outs: Sequence[np.ndarray],
+    ) -> None:
+        if call.fn is not self.step:
+            VECTORIZED.run(call, batch, ins, outs)
+            return
+        state, ctrl = ins
+        out = outs[0]
+        B = batch[0] if len(batch) == 1 else math.prod(batch)
+        buffers = len(batch) == 1 and state.shape[0] == B and ctrl.shape[0] == B
+        if not buffers:  # broadcast or nested batch dimensions: flatten them
+            state, ctrl = flatten_batch(state, 1, batch), flatten_batch(ctrl, 1, batch)
+            out = out.view()
+            out.shape = (B, self.nstate)  # raises rather than copy: XLA's buffers are dense
+        direct = out.dtype == np.float64  # `state` and `out` share a dtype, and so does `ctrl`
+        if buffers and B == 1 and self.nstep == 1 and direct and ctrl.dtype == np.float64:
+            # XLA's own (C-contiguous float64) buffers, one element, one physics step.
+            if self.engine.step_one(state, ctrl, out):
+                out[...] = np.nan  # see below
+            return
+        next_state, diverged = self.engine.step(
+            state, ctrl, self.nstep, out=out if direct else None
+        )
+        if not direct:
+            out[...] = next_state
+        # MuJoCo resets a diverging element to its initial state: a plausible-looking state
+        # that is wrong. NaN cannot pass for a real state, and spares the other elements.
+        if diverged[0] if B == 1 else diverged.any():
+            out[diverged] = np.nan
 
 
 class Simulator:
@@ -75,7 +131,7 @@ class Simulator:
     as constants.
 
     Args:
-        model: a `mujoco.MjModel`, MJCF text, or a path to an `.xml`/`.mjb` file.
+        model: a `MjModel`, MJCF text, or a path to an `.xml`/`.mjb` file.
         nthread: threads of the MuJoCo pool; `None` for the CPUs this process may use.
         frame_skip: physics steps per `step` (and per control of `rollout`).
         max_contacts: how many contacts `forward`'s `contact_*` outputs hold (padded with
@@ -131,13 +187,9 @@ class Simulator:
         # Sizes as plain ints: MjModel attribute reads cost microseconds on every host call.
         self._nu, self._nsensordata = int(self.model.nu), int(self.model.nsensordata)
 
-        self._step_host = jaxbridge.host(
-            self._host_step,
-            vmap="vectorized",
-            static_argnames=("nstep",),
-            result=lambda state, ctrl, nstep: state,
-            jacobian=self._host_step_jacobian,
-        )
+        # One host function per `nstep`, with `nstep` bound rather than static: positional
+        # array arguments take the host call's fast path (no argument rebuilding per call).
+        self._step_hosts: dict[int, Callable[..., Any]] = {}
         self._rollout_host = jaxbridge.host(
             self._host_rollout,
             vmap="vectorized",
@@ -311,7 +363,7 @@ class Simulator:
     ) -> States:
         """The state after `frame_skip` (or `nstep`) physics steps with control `ctrl` held.
 
-        Equal bit for bit (in float64) to `mujoco.mj_setState` then `mj_step` on a fresh
+        Equal bit for bit (in float64) to `mj.mj_setState` then `mj_step` on a fresh
         `MjData`. An element that diverges (MuJoCo warns and resets it: NaN or Inf in the
         state or control, an unstable simulation) comes back as all NaN rather than as
         MuJoCo's reset state, and the other elements are unaffected; test with
@@ -334,7 +386,7 @@ class Simulator:
         batch = jnp.broadcast_shapes(state.shape[:-1], ctrl.shape[:-1])
         state = jnp.broadcast_to(state, (*batch, self.nstate))
         ctrl = jnp.broadcast_to(ctrl, (*batch, self.nu))
-        f = functools.partial(self._step_host, nstep=nstep)
+        f = self._step_host(nstep)
         for _ in batch:  # leading dimensions are batches too: one host call for all of them
             f = jax.vmap(f)
         return f(state, ctrl)
@@ -346,15 +398,33 @@ class Simulator:
             raise ValueError(f"`Simulator.step(nstep=...)` must be an int >= 1; got {nstep!r}.")
         return int(nstep)
 
+    def _step_host(self, nstep: int) -> Callable[..., Any]:
+        f = self._step_hosts.get(nstep)
+        if f is None:
+            step = functools.partial(self._host_step, nstep=nstep)
+            f = self._step_hosts[nstep] = jaxbridge.host(
+                step,
+                vmap=_StepBatching(self._engine, nstep, step),
+                result=lambda state, ctrl: state,
+                jacobian=functools.partial(self._host_step_jacobian, nstep=nstep),
+            )
+        return f
+
     def _host_step(self, state: np.ndarray, ctrl: np.ndarray, nstep: int) -> np.ndarray:
-        n = self.nstate
-        out, _, diverged = self._engine.rollout(
-            state.reshape(-1, n), ctrl.reshape(-1, 1, self.nu), nstep
-        )
+        if state.ndim == 2:  # under one vmap (the common case): no reshapes needed
+            out, diverged = self._engine.step(state, ctrl, nstep)
+        else:
+            n = self.nstate
+            out, diverged = self._engine.step(
+                state.reshape(-1, n), ctrl.reshape(-1, self.nu), nstep
+            )
+            out = out.reshape(state.shape)
+            diverged = diverged.reshape(state.shape[:-1])
         # MuJoCo resets a diverging element to its initial state: a plausible-looking state
         # that is wrong. NaN cannot pass for a real state, and spares the other elements.
-        out[diverged] = np.nan
-        return out.reshape(state.shape)
+        if diverged.any():
+            out[diverged] = np.nan
+        return out
 
     def _host_step_jacobian(self, state: np.ndarray, ctrl: np.ndarray, nstep: int):
         n, nu = self.nstate, self.nu
@@ -488,7 +558,7 @@ class Simulator:
         Args:
             state: `(*batch, nstate)` states.
             ctrl: `(*batch, nu)` controls; `None` for zeros.
-            outputs: names of fixed-size `mujoco.MjData` arrays (`"xpos"`, `"xquat"`,
+            outputs: names of fixed-size `MjData` arrays (`"xpos"`, `"xquat"`,
                 `"site_xpos"`, `"sensordata"`, `"qacc"`, `"subtree_com"`, ...), and
                 `"contact_<field>"` for fields of `MjData.contact` (`"contact_dist"`,
                 `"contact_pos"`, `"contact_geom"`, ...): the first `max_contacts` contacts,

@@ -1,6 +1,6 @@
 """The flat `mjSTATE_FULLPHYSICS` state vector: its layout, and building and splitting it in JAX.
 
-The state is what `mujoco.mj_getState(..., mjSTATE_FULLPHYSICS)` writes and `mujoco.rollout`
+The state is what `mj.mj_getState(..., mjSTATE_FULLPHYSICS)` writes and `mujoco.rollout`
 reads: time, qpos, qvel, act, history, plugin state and plasticity, concatenated in that (bit)
 order. Keeping MuJoCo's own layout means a state leaves and enters the engine without copying
 fields one by one, and users can hand states to `mujoco.rollout` unchanged.
@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._model import mujoco
+from ._model import MjModel, mj
 
 if TYPE_CHECKING:  # jaxtyping is a test-time dependency only
     from jaxtyping import Array, ArrayLike, Float
@@ -26,17 +26,17 @@ if TYPE_CHECKING:  # jaxtyping is a test-time dependency only
 
 __all__ = ["FULLPHYSICS", "Layout", "StateParts"]
 
-FULLPHYSICS = int(mujoco.mjtState.mjSTATE_FULLPHYSICS)
+FULLPHYSICS = int(mj.mjtState.mjSTATE_FULLPHYSICS)
 
 # The components of mjSTATE_FULLPHYSICS, in the bit order MuJoCo concatenates them.
 _COMPONENTS = (
-    ("time", mujoco.mjtState.mjSTATE_TIME),
-    ("qpos", mujoco.mjtState.mjSTATE_QPOS),
-    ("qvel", mujoco.mjtState.mjSTATE_QVEL),
-    ("act", mujoco.mjtState.mjSTATE_ACT),
-    ("history", mujoco.mjtState.mjSTATE_HISTORY),
-    ("plugin", mujoco.mjtState.mjSTATE_PLUGIN),
-    ("plastic", mujoco.mjtState.mjSTATE_PLASTIC),
+    ("time", mj.mjtState.mjSTATE_TIME),
+    ("qpos", mj.mjtState.mjSTATE_QPOS),
+    ("qvel", mj.mjtState.mjSTATE_QVEL),
+    ("act", mj.mjtState.mjSTATE_ACT),
+    ("history", mj.mjtState.mjSTATE_HISTORY),
+    ("plugin", mj.mjtState.mjSTATE_PLUGIN),
+    ("plastic", mj.mjtState.mjSTATE_PLASTIC),
 )
 
 
@@ -66,21 +66,21 @@ class Layout:
     initial: np.ndarray  # float64 (nstate,): the state of a fresh MjData (qpos0 or keyframe 0)
 
     @classmethod
-    def from_model(cls, model: mujoco.MjModel) -> Layout:
-        sizes = tuple(int(mujoco.mj_stateSize(model, int(bit))) for _, bit in _COMPONENTS)
+    def from_model(cls, model: MjModel) -> Layout:
+        sizes = tuple(int(mj.mj_stateSize(model, int(bit))) for _, bit in _COMPONENTS)
         offsets = tuple(int(o) for o in np.cumsum((0,) + sizes[:-1]))
-        nstate = int(mujoco.mj_stateSize(model, FULLPHYSICS))
+        nstate = int(mj.mj_stateSize(model, FULLPHYSICS))
         if sum(sizes) != nstate:  # a MuJoCo version with parts we do not know about
             raise NotImplementedError(
                 f"jaxbridge.mujoco: mjSTATE_FULLPHYSICS has {nstate} numbers but its known parts "
-                f"add up to {sum(sizes)}; this MuJoCo version ({mujoco.__version__}) is not "
+                f"add up to {sum(sizes)}; this MuJoCo version ({mj.__version__}) is not "
                 "supported."
             )
-        data = mujoco.MjData(model)
+        data = mj.MjData(model)
         if model.nkey > 0:  # keyframe 0 is the model author's chosen start
-            mujoco.mj_resetDataKeyframe(model, data, 0)
+            mj.mj_resetDataKeyframe(model, data, 0)
         initial = np.empty(nstate)
-        mujoco.mj_getState(model, data, initial, FULLPHYSICS)
+        mj.mj_getState(model, data, initial, FULLPHYSICS)
         return cls(sizes=sizes, offsets=offsets, nstate=nstate, initial=initial)
 
     def size(self, name: str) -> int:
