@@ -41,7 +41,8 @@ def _hermitian_part(dh: jax.Array) -> jax.Array:
 
 @jax.custom_jvp
 def _eigh(h: jax.Array) -> tuple[jax.Array, jax.Array]:
-    return jnp.linalg.eigh(h)
+    w, v = jnp.linalg.eigh(h)
+    return w, v
 
 
 @_eigh.defjvp

@@ -14,7 +14,7 @@ from . import _errors
 from ._eigh import eigh_k, eigvalsh_k
 from ._qubits import BUILDERS, FIXED_OPERATOR_NAMES, Spec
 from ._sparse import SparseSolver
-from ._terms import Terms, fixed
+from ._terms import Terms, complex_of, fixed
 
 #: Above this dimension `method="auto"` uses the host sparse solver instead of dense `eigh`.
 #: Measured in `benchmarks/scqubits.py`: dense `eigh` in JAX is faster up to about here.
@@ -55,6 +55,9 @@ class Model:
         self.dim: int = spec.terms.dim
         self._sparse = SparseSolver(spec.terms)
         self._fixed_ops: dict[str, Terms] = {}
+        # One compiled program per (method, levels, path, operator), reused across calls;
+        # inside a user's `jit` it is inlined.
+        self._compiled = jax.jit(self._evaluate, static_argnames=("what", "k", "path", "op"))
 
     def __repr__(self) -> str:
         return f"jaxbridge.scqubits.Model({self._spec.kind}, dim={self.dim}, params={self.params})"
@@ -78,8 +81,43 @@ class Model:
             out[name] = value.astype(dtype) if value.dtype != dtype else value
         return out
 
-    def _map(self, fn: Callable[[dict[str, jax.Array]], Any], params: ParamsArg, method: str):
-        values = self._values(params, method)
+    def _run(self, what: str, params: ParamsArg, k: int = 0, path: str = "dense", op: Any = None):
+        values = self._values(params, what)
+        cached = [*self._fixed_ops.values(), *self._spec.operators.values()]
+        if isinstance(op, Terms) and not any(op is t for t in cached):
+            return self._evaluate(values, what=what, k=k, path=path, op=op)  # a one-off matrix
+        return self._compiled(values, what=what, k=k, path=path, op=op)
+
+    def _evaluate(self, values: dict[str, jax.Array], *, what: str, k: int, path: str, op: Any):
+        terms = self._spec.terms
+
+        def one(p: dict[str, jax.Array]) -> Any:
+            if what == "hamiltonian":
+                return terms.dense(p)
+            if what == "eigenvals":
+                if path == "dense":
+                    return eigvalsh_k(terms.dense(p), k)
+                return self._sparse.eigenvals(terms.flat_coefficients(p), k)
+            if what == "eigensys" or what == "matrixelements":
+                if path == "dense":
+                    w, v = eigh_k(terms.dense(p), k)
+                else:
+                    w, v = self._sparse.eigensys(terms.flat_coefficients(p), k)
+                if what == "eigensys":
+                    return w, v
+                o = op.dense(p)
+                if jnp.iscomplexobj(v) or jnp.iscomplexobj(o):
+                    v, o = v.astype(complex_of(v.dtype)), o.astype(complex_of(v.dtype))
+                return v.conj().T @ o @ v
+            # d_hamiltonian: `op` is the parameter's name.
+            return jax.jvp(
+                lambda x: terms.dense({**p, op: x}), (p[op],), (jnp.ones_like(p[op]),)
+            )[1]
+
+        return self._map(one, values)
+
+    @staticmethod
+    def _map(fn: Callable[[dict[str, jax.Array]], Any], values: dict[str, jax.Array]) -> Any:
         shape = jnp.broadcast_shapes(*(v.shape for v in values.values()))
         if not shape:
             return fn(values)
@@ -123,7 +161,7 @@ class Model:
             >>> m.hamiltonian({"ng": jnp.array([0.0, 0.5])}).shape
             (2, 7, 7)
         """
-        return self._map(self._spec.terms.dense, params, "hamiltonian")
+        return self._run("hamiltonian", params)
 
     def d_hamiltonian(self, name: str, params: ParamsArg = None) -> Matrices:
         """The exact derivative of `hamiltonian(params)` with respect to parameter `name`.
@@ -154,14 +192,7 @@ class Model:
                     method="d_hamiltonian", names=[name], kind=self._spec.kind, known=known
                 )
             )
-
-        def one(p: dict[str, jax.Array]) -> jax.Array:
-            def h(value: jax.Array) -> jax.Array:
-                return self._spec.terms.dense({**p, name: value})
-
-            return jax.jvp(h, (p[name],), (jnp.ones_like(p[name]),))[1]
-
-        return self._map(one, params, "d_hamiltonian")
+        return self._run("d_hamiltonian", params, op=name)
 
     def eigenvals(
         self, params: ParamsArg = None, evals_count: int = 6, method: str = "auto"
@@ -189,12 +220,7 @@ class Model:
         """
         path = self._method(method, "eigenvals")
         k = self._count(evals_count, "eigenvals", path == "sparse")
-        terms = self._spec.terms
-        if path == "dense":
-            return self._map(lambda p: eigvalsh_k(terms.dense(p), k), params, "eigenvals")
-        return self._map(
-            lambda p: self._sparse.eigenvals(terms.flat_coefficients(p), k), params, "eigenvals"
-        )
+        return self._run("eigenvals", params, k, path)
 
     def eigensys(
         self, params: ParamsArg = None, evals_count: int = 6, method: str = "auto"
@@ -220,12 +246,7 @@ class Model:
         """
         path = self._method(method, "eigensys")
         k = self._count(evals_count, "eigensys", path == "sparse")
-        terms = self._spec.terms
-        if path == "dense":
-            return self._map(lambda p: eigh_k(terms.dense(p), k), params, "eigensys")
-        return self._map(
-            lambda p: self._sparse.eigensys(terms.flat_coefficients(p), k), params, "eigensys"
-        )
+        return self._run("eigensys", params, k, path)
 
     def matrixelements(
         self,
@@ -256,20 +277,7 @@ class Model:
         """
         path = self._method(method, "matrixelements")
         k = self._count(evals_count, "matrixelements", path == "sparse")
-        op_terms = self._operator_terms(operator)
-        terms = self._spec.terms
-
-        def one(p: dict[str, jax.Array]) -> jax.Array:
-            if path == "dense":
-                _, v = eigh_k(terms.dense(p), k)
-            else:
-                _, v = self._sparse.eigensys(terms.flat_coefficients(p), k)
-            o = op_terms.dense(p)
-            dtype = jnp.promote_types(v.dtype, o.dtype)
-            v, o = v.astype(dtype), o.astype(dtype)
-            return v.conj().T @ o @ v
-
-        return self._map(one, params, "matrixelements")
+        return self._run("matrixelements", params, k, path, self._operator_terms(operator))
 
     def _operator_terms(self, operator: Any) -> Terms:
         spec = self._spec

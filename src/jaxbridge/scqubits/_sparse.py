@@ -17,7 +17,7 @@ import scipy.sparse.linalg as sparse_linalg
 
 from .. import _host
 from . import _errors
-from ._terms import Terms
+from ._terms import Terms, complex_of
 
 
 def _lower_bound(h: sparse.csr_array) -> float:
@@ -85,7 +85,7 @@ class SparseSolver:
             def result(flat: Any) -> Any:
                 vdtype = flat.dtype
                 if dtype_complex:
-                    vdtype = jnp.promote_types(flat.dtype, jnp.complex64)
+                    vdtype = complex_of(flat.dtype)
                 return (
                     jax.ShapeDtypeStruct((k,), flat.dtype),
                     jax.ShapeDtypeStruct((terms.dim, k), vdtype),

@@ -65,6 +65,14 @@ def spectral(x: np.ndarray, left: Any = None, right: Any = None) -> tuple[Spectr
     return Spectral(as_dense(left), vectors, as_dense(right)), values
 
 
+def complex_of(dtype: Any) -> Any:
+    """The complex dtype of a real one's precision (no promotion: strict mode allows none)."""
+    dtype = jnp.dtype(dtype)
+    if jnp.issubdtype(dtype, jnp.complexfloating):
+        return dtype
+    return jnp.dtype(jnp.complex128 if dtype == jnp.float64 else jnp.complex64)
+
+
 def _is_complex(op: Operator) -> bool:
     if isinstance(op, Fixed):
         return bool(np.iscomplexobj(op.matrix.data))
@@ -108,7 +116,7 @@ class Terms:
         self.nnz = nnz
 
     def dtype(self, real: Any) -> Any:
-        return jnp.promote_types(real, jnp.complex64) if self.is_complex else real
+        return complex_of(real) if self.is_complex else real
 
     def flat_coefficients(self, params: Params) -> jax.Array:
         """All coefficients as one vector (a `Spectral` term contributes `size` entries)."""
@@ -132,7 +140,7 @@ class Terms:
         for i, op in enumerate(self.operators):
             if isinstance(op, Spectral):
                 v = jnp.asarray(op.vectors, dtype)
-                middle = (v * cs[i].astype(dtype)) @ v.conj().T
+                middle = (v * cs[i].astype(dtype)[None, :]) @ v.conj().T
                 h = h + jnp.kron(
                     jnp.kron(jnp.asarray(op.left, dtype), middle), jnp.asarray(op.right, dtype)
                 )
