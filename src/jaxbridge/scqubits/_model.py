@@ -110,9 +110,9 @@ class Model:
                     v, o = v.astype(complex_of(v.dtype)), o.astype(complex_of(v.dtype))
                 return v.conj().T @ o @ v
             # d_hamiltonian: `op` is the parameter's name.
-            return jax.jvp(
-                lambda x: terms.dense({**p, op: x}), (p[op],), (jnp.ones_like(p[op]),)
-            )[1]
+            return jax.jvp(lambda x: terms.dense({**p, op: x}), (p[op],), (jnp.ones_like(p[op]),))[
+                1
+            ]
 
         return self._map(one, values)
 
