@@ -40,3 +40,34 @@ SPARSE_FAILED = (
     "`{method}`: SciPy's shift-invert `eigsh` failed for the {k} lowest levels of the "
     'dimension-{dim} Hamiltonian ({why}). Try `method="dense"` or other cutoffs.'
 )
+
+CIRCUIT_HD = (
+    "`jaxbridge.scqubits.model`: this `Circuit` uses hierarchical diagonalization "
+    "(`system_hierarchy`), whose basis is itself a diagonalization. Build the Circuit without "
+    "`system_hierarchy`."
+)
+
+CIRCUIT_PURELY_HARMONIC = (
+    '`jaxbridge.scqubits.model`: a purely harmonic `Circuit` with `ext_basis="harmonic"` is '
+    "solved by scqubits in its normal-mode basis, which this model does not reproduce. Use "
+    '`ext_basis="discretized"`.'
+)
+
+CIRCUIT_SYMBOL = (
+    "`jaxbridge.scqubits.model`: the Circuit's Hamiltonian uses `{symbol}`, which has no "
+    "`{symbol}_operator` method on the Circuit."
+)
+
+CIRCUIT_HARMONIC_PRODUCT = (
+    "`jaxbridge.scqubits.model`: `{term}` is a cosine of two or more harmonic-basis variables "
+    "whose oscillator lengths depend on the parameters; it is not a function of one fixed "
+    'operator. Use `ext_basis="discretized"` for them, or fix the capacitances and '
+    "inductances those lengths depend on."
+)
+
+CIRCUIT_DROPPED = (
+    "`{method}`: {names} cannot be varied: scqubits substituted their values into this "
+    "Circuit's symbolic Hamiltonian (`_hamiltonian_sym_for_numerics`), so the model cannot "
+    "differentiate them. Its parameters are {known}. Set the value on the Circuit and call "
+    "`model` again."
+)

@@ -54,7 +54,7 @@ class Model:
         self.params: dict[str, float] = dict(spec.defaults)
         self.dim: int = spec.terms.dim
         self._sparse = SparseSolver(spec.terms)
-        self._fixed_ops: dict[str, Terms] = {}
+        self._fixed_ops: dict[Any, Terms] = {}
         # One compiled program per (method, levels, path, operator), reused across calls;
         # inside a user's `jit` it is inlined.
         self._compiled = jax.jit(self._evaluate, static_argnames=("what", "k", "path", "op"))
@@ -67,6 +67,12 @@ class Model:
     def _values(self, params: ParamsArg, method: str) -> dict[str, jax.Array]:
         given = dict(params or {})
         unknown = sorted(set(given) - set(self.params))
+        if unknown and set(unknown) & set(self._spec.dropped):
+            raise ValueError(
+                _errors.CIRCUIT_DROPPED.format(
+                    method=method, names=unknown, known=sorted(self.params)
+                )
+            )
         if unknown:
             raise ValueError(
                 _errors.UNKNOWN_PARAM.format(
@@ -281,6 +287,12 @@ class Model:
 
     def _operator_terms(self, operator: Any) -> Terms:
         spec = self._spec
+        if spec.operator_fn is not None:
+            key = operator if isinstance(operator, str) or _is_sympy(operator) else None
+            if key is not None:
+                if key not in self._fixed_ops:
+                    self._fixed_ops[key] = spec.operator_fn(operator)
+                return self._fixed_ops[key]
         if isinstance(operator, str):
             if operator in spec.operators:
                 return spec.operators[operator]
@@ -300,6 +312,10 @@ class Model:
                 )
             )
         return _constant(operator, self.dim)
+
+
+def _is_sympy(x: Any) -> bool:
+    return type(x).__module__.startswith("sympy")
 
 
 def _constant(matrix: Any, dim: int) -> Terms:

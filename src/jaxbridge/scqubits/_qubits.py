@@ -26,6 +26,10 @@ class Spec:
     fixed_operators: bool = True
     # Where the static structure lives, for error messages.
     kind: str = ""
+    # For a Circuit: any operator (a name or a SymPy expression) as Terms.
+    operator_fn: Callable[[Any], Terms] | None = None
+    # For a Circuit: symbolic parameters scqubits folded into numbers (not differentiable).
+    dropped: list[str] = dataclasses.field(default_factory=list)
 
 
 def _values(obj: Any, names: tuple[str, ...]) -> dict[str, float]:
