@@ -17,8 +17,9 @@ from ._sparse import SparseSolver
 from ._terms import Terms, complex_of, fixed
 
 #: Above this dimension `method="auto"` uses the host sparse solver instead of dense `eigh`.
-#: Measured in `benchmarks/scqubits.py`: dense `eigh` in JAX is faster up to about here.
-DENSE_MAX_DIM = 1000
+#: Dense keeps every derivative (eigenvectors, hessian); `benchmarks/scqubits.py` finds the
+#: sparse solver ~8x faster for 6 levels at dimension 630 (ZeroPi), so the switch is below that.
+DENSE_MAX_DIM = 500
 
 ParamsArg = Mapping[str, Any] | None
 

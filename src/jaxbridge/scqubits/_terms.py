@@ -141,9 +141,11 @@ class Terms:
             if isinstance(op, Spectral):
                 v = jnp.asarray(op.vectors, dtype)
                 middle = (v * cs[i].astype(dtype)[None, :]) @ v.conj().T
-                h = h + jnp.kron(
-                    jnp.kron(jnp.asarray(op.left, dtype), middle), jnp.asarray(op.right, dtype)
-                )
+                if op.left.shape != (1, 1):
+                    middle = jnp.kron(jnp.asarray(op.left, dtype), middle)
+                if op.right.shape != (1, 1):
+                    middle = jnp.kron(middle, jnp.asarray(op.right, dtype))
+                h = h + middle
         return h
 
     # Host side (NumPy/SciPy): the same sum as a sparse matrix, and expectation values.
