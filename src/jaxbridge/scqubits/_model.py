@@ -248,8 +248,9 @@ class Model:
         Example:
             >>> import scqubits, jaxbridge.scqubits as jbq
             >>> m = jbq.model(scqubits.Transmon(EJ=20.0, EC=0.3, ng=0.0, ncut=3))
-            >>> [x.shape for x in m.eigensys(evals_count=2)]
-            [(2,), (7, 2)]
+            >>> w, v = m.eigensys(evals_count=2)
+            >>> w.shape, v.shape
+            ((2,), (7, 2))
         """
         path = self._method(method, "eigensys")
         k = self._count(evals_count, "eigensys", path == "sparse")
