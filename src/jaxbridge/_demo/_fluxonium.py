@@ -33,7 +33,7 @@ class _Config(NamedTuple):
 
 
 _FULL = _Config(points=11, steps=500, dense=201)
-_QUICK = _Config(points=7, steps=250, dense=61)
+_QUICK = _Config(points=7, steps=160, dense=61)
 
 
 def stage(report: list[str], *, quick: bool, out: pathlib.Path) -> None:

@@ -30,7 +30,8 @@ def lowest(terms: Terms, flat: np.ndarray, k: int, method: str) -> tuple[np.ndar
     """The `k` lowest eigenpairs of the sparse `H(c)`, ascending."""
     h = terms.host_sparse(np.asarray(flat, dtype=np.float64))
     # Shift-invert below the whole spectrum: the k largest 1/(w - sigma) are the k lowest w.
-    sigma = _lower_bound(h) - 1e-3 * (1.0 + abs(_lower_bound(h)))
+    bound = _lower_bound(h)
+    sigma = bound - 1e-3 * (1.0 + abs(bound))
     try:
         w, v = sparse_linalg.eigsh(h.tocsc(), k=k, sigma=sigma, which="LM")
     except (sparse_linalg.ArpackError, RuntimeError) as error:
