@@ -82,6 +82,30 @@ def _lowest_eigenvalues(k: int) -> _host.Host:
     return _host.host(lowest, result=result, vmap="vectorized")
 
 
+@cache
+def _lowest_eigenpairs(k: int) -> _host.Host:
+    """LAPACK's subset solver on the host: k eigenvalues and their eigenvectors only."""
+
+    def lowest(h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        flat = h.reshape(-1, *h.shape[-2:])
+        w = np.empty((flat.shape[0], k), _real(h.dtype))
+        v = np.empty((flat.shape[0], h.shape[-1], k), h.dtype)
+        for i, m in enumerate(flat):
+            w[i], v[i] = scipy.linalg.eigh(
+                m, subset_by_index=(0, k - 1), driver="evr", check_finite=False
+            )
+        return w.reshape(*h.shape[:-2], k), v.reshape(*h.shape[:-1], k)
+
+    def result(h: jax.ShapeDtypeStruct) -> tuple[jax.ShapeDtypeStruct, jax.ShapeDtypeStruct]:
+        real = _real(np.dtype(h.dtype))
+        return (
+            jax.ShapeDtypeStruct((*h.shape[:-2], k), real),
+            jax.ShapeDtypeStruct((*h.shape[:-1], k), h.dtype),
+        )
+
+    return _host.host(lowest, result=result, vmap="vectorized")
+
+
 @partial(jax.custom_jvp, nondiff_argnums=(1,))
 def eigvalsh_k(h: jax.Array, k: int) -> jax.Array:
     """The `k` lowest eigenvalues of the Hermitian `h` (`(..., N, N)` -> `(..., k)`).
@@ -98,17 +122,23 @@ def eigvalsh_k(h: jax.Array, k: int) -> jax.Array:
 @eigvalsh_k.defjvp
 def _eigvalsh_k_jvp(k, primals, tangents):
     (h,), (dh,) = primals, tangents
-    w, v = _eigh(h)
-    vk = v[..., :, :k]
+    # Only the k eigenvectors: the subset solver at first order, `eigh_k`'s rule above it.
+    wk, vk = eigh_k(h, k)
     dw = jnp.real(jnp.sum(vk.conj() * (_hermitian_part(dh) @ vk), axis=-2))
-    return w[..., :k], dw
+    return wk, dw
 
 
 @partial(jax.custom_jvp, nondiff_argnums=(1,))
 def eigh_k(h: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
-    """The `k` lowest eigenpairs of the Hermitian `h`: `(..., k)` and `(..., N, k)`."""
-    w, v = _eigh(h)
-    return w[..., :k], v[..., :, :k]
+    """The `k` lowest eigenpairs of the Hermitian `h`: `(..., k)` and `(..., N, k)`.
+
+    Without derivatives they come from LAPACK's subset solver on the host; the JVP needs the
+    whole spectrum (every gap to a requested level) and uses `_eigh`.
+    """
+    if h.shape[-1] <= k:
+        w, v = _eigh(h)
+        return w[..., :k], v[..., :, :k]
+    return tuple(_lowest_eigenpairs(k)(h))
 
 
 @eigh_k.defjvp
