@@ -235,3 +235,27 @@ def test_no_retrace():
     f(20.0)
     f(21.0)
     assert len(traces) == 1
+
+
+def test_sparse_hellmann_feynman_is_exact_for_a_linear_parameter():
+    # EL enters ZeroPi linearly: dE_i/dEL = <i|phi^2|i>, on the host sparse path too.
+    obj, _ = make("ZeroPi")
+    m = jbq.model(obj)
+    jac = jax.jacrev(lambda el: m.eigenvals({"EL": el}, evals_count=3, method="sparse"))(0.04)
+    _, vecs = obj.eigensys(3)
+    phi = dense(obj.phi_operator())
+    want = np.real(np.einsum("ji,jk,ki->i", vecs.conj(), phi @ phi, vecs))
+    np.testing.assert_allclose(jac, want, rtol=1e-10)
+
+
+def test_auto_method_switches_to_sparse_above_dense_max_dim(monkeypatch):
+    from jaxbridge.scqubits import _model
+
+    obj, _ = make("FluxQubit")
+    m = jbq.model(obj)
+    f = lambda ej: m.eigensys({"EJ1": ej}, evals_count=2)[1][0, 0].real
+    jax.grad(f)(1.0)  # dense: eigenvector derivatives work
+    monkeypatch.setattr(_model, "DENSE_MAX_DIM", m.dim - 1)
+    np.testing.assert_allclose(m.eigenvals(evals_count=3), obj.eigenvals(3), rtol=1e-10)
+    with pytest.raises(ValueError, match=r"on the sparse path \(dimension 121\)"):
+        jax.grad(f)(1.0)
