@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import KINDS, at, central_difference, dense, make
+from scqubits_cases import KINDS, at, central_difference, dense, make
 
 import jaxbridge.scqubits as jbq
 

@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import central_difference, dense
+from scqubits_cases import central_difference, dense
 
 import jaxbridge.scqubits as jbq
 
