@@ -132,7 +132,9 @@ def main():
     header = ("case", "scqubits", "jaxbridge", "speed-up", "compile", "max |diff|", "target")
     flux = np.linspace(0.0, 1.0, POINTS)
     fluxonium = scq.Fluxonium(EJ=8.9, EC=2.5, EL=0.5, flux=0.0, cutoff=110)
-    rows = [sweep_rows("Fluxonium 110: 101 flux points, 6 levels", fluxonium, "flux", flux, 6, 5)]
+    rows: list[tuple[str, ...]] = [
+        sweep_rows("Fluxonium 110: 101 flux points, 6 levels", fluxonium, "flux", flux, 6, 5)
+    ]
     rows.append(gradient_row(fluxonium, flux))
     transmon = scq.Transmon(EJ=20.0, EC=0.3, ng=0.0, ncut=30)
     rows.append(

@@ -47,7 +47,8 @@ def test_transmon_eigenenergies_and_gradients(ncut, x64):
         up, down = list(params), list(params)
         up[i] += step
         down[i] -= step
-        e_up, e_down = _numpy_energies(*up, ncut), _numpy_energies(*down, ncut)
+        e_up = _numpy_energies(up[0], up[1], up[2], ncut)
+        e_down = _numpy_energies(down[0], down[1], down[2], ncut)
         numeric.append(((e_up[1] - e_up[0]) - (e_down[1] - e_down[0])) / (2 * step))
     np.testing.assert_allclose(grad, numeric, rtol=1e-6, atol=1e-8)
 
