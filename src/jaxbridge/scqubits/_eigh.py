@@ -63,6 +63,12 @@ def _real(dtype: np.dtype) -> np.dtype:
     return np.finfo(dtype).dtype
 
 
+def _is_tridiagonal(m: np.ndarray) -> bool:
+    n = m.shape[0]
+    band = np.abs(np.subtract.outer(np.arange(n), np.arange(n))) <= 1
+    return bool(np.all(m[~band] == 0))
+
+
 @cache
 def _lowest_eigenvalues(k: int) -> _host.Host:
     """LAPACK's subset solver on the host: only k eigenvalues, no eigenvectors (as scqubits)."""
@@ -71,6 +77,11 @@ def _lowest_eigenvalues(k: int) -> _host.Host:
         flat = h.reshape(-1, *h.shape[-2:])
         out = np.empty((flat.shape[0], k), _real(h.dtype))
         for i, m in enumerate(flat):
+            if not np.iscomplexobj(m) and _is_tridiagonal(m):  # a transmon's charge basis
+                out[i] = scipy.linalg.eigvalsh_tridiagonal(
+                    np.diagonal(m), np.diagonal(m, 1), select="i", select_range=(0, k - 1)
+                )
+                continue
             out[i] = scipy.linalg.eigh(
                 m, eigvals_only=True, subset_by_index=(0, k - 1), driver="evr", check_finite=False
             )
