@@ -259,3 +259,17 @@ def test_auto_method_switches_to_sparse_above_dense_max_dim(monkeypatch):
     np.testing.assert_allclose(m.eigenvals(evals_count=3), obj.eigenvals(3), rtol=1e-10)
     with pytest.raises(ValueError, match=r"on the sparse path \(dimension 121\)"):
         jax.grad(f)(1.0)
+
+
+def test_nested_vmap_equals_broadcast_batch_dimensions():
+    obj, _ = make("Fluxonium")
+    m = jbq.model(obj)
+    flux = jnp.linspace(0.0, 0.5, 3)
+    ej = jnp.array([6.0, 8.9])
+    inner = lambda e, f: m.matrixelements("n_operator", {"EJ": e, "flux": f}, evals_count=2)
+    nested = jax.jit(jax.vmap(jax.vmap(inner, in_axes=(None, 0)), in_axes=(0, None)))(ej, flux)
+    broadcast = m.matrixelements("n_operator", {"EJ": ej[:, None], "flux": flux[None, :]}, 2)
+    assert nested.shape == broadcast.shape == (2, 3, 2, 2)
+    np.testing.assert_allclose(np.abs(nested), np.abs(broadcast), atol=1e-12)
+    want = at(obj, {"EJ": 6.0, "flux": 0.25}).matrixelement_table("n_operator", evals_count=2)
+    np.testing.assert_allclose(np.abs(nested[0, 1]), np.abs(want), atol=1e-10)
