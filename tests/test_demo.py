@@ -8,7 +8,7 @@ from jaxbridge._demo import STAGES, title
 
 
 def test_stages_have_titles():
-    assert len(STAGES) >= 3
+    assert len(STAGES) >= 4
     assert all(title(stage) for stage in STAGES)
 
 
@@ -37,6 +37,11 @@ def test_demo_quick(tmp_path):
         "gradient through eigvalsh",
         "trained SymPy expression for f01(n_g)",
         "cos(2*pi*n_g)",
+        "Stage 4: A scqubits fluxonium fitted by gradient",
+        "m = jaxbridge.scqubits.model(scqubits.Fluxonium(..., cutoff=40))",
+        "E_L (GHz): true 1.0000, initial 0.7000, fitted",
+        "gradient through eigenvalues of 7 fluxonium Hamiltonians",
+        "fitted model against scqubits' own eigenvals at flux 0.25",
         "Total time",
     ):
         assert line in summary, f"{line!r} not in the summary:\n{summary}"
@@ -46,7 +51,15 @@ def test_demo_quick(tmp_path):
         found = re.search(rf"{name} \(GHz\): .* fitted ([0-9.]+)", summary)
         assert found, f"no fitted {name} in the summary:\n{summary}"
         assert abs(float(found.group(1)) - true) < 0.01 * true, (name, found.group(0))
-    for figure in ("vae_losses.png", "vae_poses.png", "transmon_spectrum.png", "transmon_fit.png"):
+    # The fluxonium stage recovers E_J, E_C, E_L (the E_J line of stage 4 comes second).
+    for name, true in (("E_J", 4.0), ("E_C", 1.0), ("E_L", 1.0)):
+        found = re.findall(rf"{name} \(GHz\): true {true:.4f}, .* fitted ([0-9.]+)", summary)
+        assert found, f"no fitted fluxonium {name} in the summary:\n{summary}"
+        assert abs(float(found[-1]) - true) < 0.01 * true, (name, found)
+    diff = re.search(r"own eigenvals at flux 0.25: max \|diff\| ([0-9.e+-]+) GHz", summary)
+    assert diff and float(diff.group(1)) < 1e-9, summary
+    figures = ("vae_losses.png", "vae_poses.png", "transmon_spectrum.png", "transmon_fit.png")
+    for figure in (*figures, "fluxonium_spectrum.png"):
         data = (out / figure).read_bytes()
         assert data.startswith(b"\x89PNG") and len(data) > 10_000, figure
     assert "step/s" in result.stderr  # the training progress bars (tqdm writes to stderr)

@@ -12,15 +12,16 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from . import _head_height, _transmon, _vae
+from . import _fluxonium, _head_height, _transmon, _vae
 
 Stage = Callable[..., None]  # stage(report: list[str], *, quick: bool, out: pathlib.Path)
 
-# The stages, in order: the first user question (MuJoCo), then the second (SymPy).
+# The stages, in order: the first user question (MuJoCo), then the second (SymPy, scqubits).
 STAGES: tuple[Stage, ...] = (
     _head_height.stage,
     _vae.stage,
     _transmon.stage,
+    _fluxonium.stage,
 )
 
 

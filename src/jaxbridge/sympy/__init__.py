@@ -14,4 +14,6 @@ except ImportError as _error:  # pragma: no cover - exercised in a subprocess te
 
 from ._compile import compile as compile
 from ._expression import Expression as Expression
+from ._operators import HermitianFactor as HermitianFactor
+from ._operators import OperatorSum as OperatorSum
 from ._operators import operator_sum as operator_sum

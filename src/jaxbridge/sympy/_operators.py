@@ -4,11 +4,20 @@ A circuit Hamiltonian is a polynomial in operators (charge `n`, `cos(phi)`, ...)
 coefficients are expressions in parameters (EJ, EC, ng). The operators are fixed matrices, so
 only the coefficients need compiling; the matrix is one contraction of the coefficient vector
 with the stacked operator products, which `jnp.linalg.eigh` differentiates.
+
+Two more forms reduce to that one:
+
+- `cos(A + B)` and `sin(A + B)`, `A` in the operators and `B` in the parameters (a flux bias),
+  are expanded into `cos(A) cos(B) - sin(A) sin(B)` and `sin(A) cos(B) + cos(A) sin(B)`.
+- A `HermitianFactor` operator `X` may appear inside any function `f(alpha(p) X + beta(p))`:
+  with `X = V diag(x) V^H` (decomposed once), that term is `V diag(f(alpha x + beta)) V^H`, a
+  coefficient vector `f(alpha(p) x + beta(p))` times the fixed projectors on `X`'s eigenvectors.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import dataclasses
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
@@ -19,10 +28,132 @@ import sympy
 from . import _errors
 from ._compile import compile as compile_
 
+# The messages of the errors this module adds (sympy/_errors.py holds the older ones).
+OPERATOR_KEY_PARAM = (
+    "`jaxbridge.sympy.operator_sum`: the operator key `{key}` contains the parameter(s) "
+    "{params}. An operator matrix is fixed, so the key would make them dead inputs (their "
+    "gradient silently 0). Use keys free of parameters (`cos(phi)`, not `cos(phi + 2*pi*flux)`: "
+    "shifted cosines are expanded over `cos(phi)` and `sin(phi)`), or a `HermitianFactor`."
+)
 
-def _operator_factors(term: sympy.Basic, symbols: set) -> tuple[sympy.Basic, tuple]:
-    """Splits one expanded term into (coefficient, ordered operator factors with powers)."""
-    coefficient, operators = [], []
+OPERATOR_SHIFT = (
+    "`jaxbridge.sympy.operator_sum`: `{node}` shifts the operator argument `{a}` by parameters; "
+    "it is expanded as cos(A)cos(B) - sin(A)sin(B), which needs the operator key(s) {missing}. "
+    "Add them to `operators`, or declare the operator a `HermitianFactor`."
+)
+
+HERMITIAN_FACTOR = (
+    "`jaxbridge.sympy.HermitianFactor`: the matrix must be square and Hermitian; got one of "
+    "shape {shape} that is not. Pass the Hermitian generator X, not a function of it."
+)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class HermitianFactor:
+    """The operator `kron(I_left, X, I_right)` for a fixed Hermitian `X`.
+
+    As an `operator_sum` operator it may appear in powers and inside functions of
+    `alpha(p) * X + beta(p)`, `alpha` and `beta` expressions in the parameters: the function is
+    applied through `X`'s eigendecomposition (computed once), not through a Taylor series.
+
+    Args:
+        matrix: the Hermitian `(d, d)` matrix `X` (dense or `scipy.sparse`).
+        left: the size of the identity before it in the tensor product.
+        right: the size of the identity after it.
+
+    Example:
+        >>> import numpy as np, sympy
+        >>> import jaxbridge.sympy as jbs
+        >>> a, x = sympy.symbols("a x")
+        >>> X = jbs.HermitianFactor(np.diag([0.0, np.pi]))
+        >>> h = jbs.operator_sum(sympy.cos(a * x), {x: X}, [a])
+        >>> h(1.0).round(3)
+        Array([[ 1.,  0.],
+               [ 0., -1.]], dtype=float32)
+    """
+
+    matrix: Any
+    left: int = 1
+    right: int = 1
+    eigenvalues: np.ndarray = dataclasses.field(init=False, repr=False)
+    eigenvectors: np.ndarray = dataclasses.field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        x = _dense(self.matrix)
+        if x.ndim != 2 or x.shape[0] != x.shape[1] or not np.allclose(x, x.conj().T):
+            raise ValueError(HERMITIAN_FACTOR.format(shape=x.shape))
+        values, vectors = np.linalg.eigh(x)
+        object.__setattr__(self, "eigenvalues", values)
+        object.__setattr__(self, "eigenvectors", vectors)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        n = self.left * _dense(self.matrix).shape[0] * self.right
+        return (n, n)
+
+    def full(self, power: int = 1) -> np.ndarray:
+        """`kron(I_left, X^power, I_right)`."""
+        x = np.linalg.matrix_power(_dense(self.matrix), power)
+        return np.kron(np.kron(np.eye(self.left), x), np.eye(self.right))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class SpectralTerm:
+    """`coefficient(p) * kron(I_left, V diag(f(alpha(p) x + beta(p))) V^H, I_right)`."""
+
+    factor: HermitianFactor
+    expression: sympy.Basic  # coefficient * f(alpha * _x + beta), in params and `_x`
+
+
+_X = sympy.Dummy("x")
+
+
+def _dense(m: Any) -> np.ndarray:
+    return np.asarray(m.toarray() if hasattr(m, "toarray") else m)
+
+
+def _is_sparse(m: Any) -> bool:
+    return hasattr(m, "tocsr") and hasattr(m, "nnz")
+
+
+def _split_argument(arg: Any, symbols: set) -> tuple[Any, Any]:
+    """`arg = A + B`: A the terms with operator symbols, B the rest."""
+    a, b = [], []
+    for term in sympy.Add.make_args(sympy.expand(arg)):
+        (a if term.free_symbols & symbols else b).append(term)
+    return sympy.Add(*a), sympy.Add(*b)
+
+
+def _expand_shifted_trig(
+    H: sympy.Basic, keys: set, op_symbols: set, factor_symbols: set
+) -> sympy.Basic:
+    """Rewrites `cos(A + B)`, `sin(A + B)` with parameters in B over the keys `cos(A)`, `sin(A)`."""
+
+    def rewrite(node: sympy.Basic) -> sympy.Basic:
+        if not isinstance(node, sympy.cos | sympy.sin) or node in keys:
+            return node
+        a, b = _split_argument(node.args[0], op_symbols)
+        if a == 0 or b == 0 or a.free_symbols & factor_symbols:
+            return node  # no operator, no shift, or a HermitianFactor function: kept whole
+        missing = [k for k in (sympy.cos(a), sympy.sin(a)) if k not in keys]
+        if missing:
+            raise ValueError(
+                OPERATOR_SHIFT.format(node=node, a=a, missing=", ".join(map(str, missing)))
+            )
+        if isinstance(node, sympy.cos):
+            return sympy.cos(a) * sympy.cos(b) - sympy.sin(a) * sympy.sin(b)
+        return sympy.sin(a) * sympy.cos(b) + sympy.cos(a) * sympy.sin(b)
+
+    return sympy.sympify(H).replace(
+        lambda e: isinstance(e, sympy.cos | sympy.sin), rewrite, map=False
+    )
+
+
+def _operator_factors(
+    term: Any, symbols: set, factors: Mapping[Any, HermitianFactor]
+) -> tuple[Any, tuple, SpectralTerm | None]:
+    """Splits one expanded term into (coefficient, operator factors with powers, spectral)."""
+    coefficient, operators, spectral = [], [], None
     for factor in sympy.Mul.make_args(term):
         base, exponent = factor.as_base_exp() if isinstance(factor, sympy.Pow) else (factor, 1)
         if base in symbols:
@@ -30,38 +161,160 @@ def _operator_factors(term: sympy.Basic, symbols: set) -> tuple[sympy.Basic, tup
                 why = f"`{base}` appears with exponent `{exponent}`, not a positive integer"
                 raise ValueError(_errors.OPERATOR_TERM.format(term=term, why=why))
             operators.append((base, int(exponent)))
+        elif factor.free_symbols & set(factors) and isinstance(factor, sympy.Function):
+            inner = factor.free_symbols & set(factors)
+            x: Any = next(iter(inner)) if len(inner) == 1 else None
+            arg: Any = factor.args[0] if len(factor.args) == 1 else None
+            linear = x is not None and arg is not None and sympy.degree(arg, x) == 1
+            others = factor.free_symbols & (symbols - set(factors))
+            if not linear or spectral is not None or others:
+                why = (
+                    f"`{factor}` is not one function of `alpha * X + beta` for a single "
+                    "HermitianFactor `X`, or is multiplied by a second such function"
+                )
+                raise ValueError(_errors.OPERATOR_TERM.format(term=term, why=why))
+            alpha, beta = sympy.Poly(arg, x).all_coeffs()
+            func: Any = factor.func
+            spectral = SpectralTerm(factors[x], func(alpha * _X + beta))
         elif factor.free_symbols & symbols:
             why = f"`{factor}` mixes operators inside a function or a power"
             raise ValueError(_errors.OPERATOR_TERM.format(term=term, why=why))
         else:
             coefficient.append(factor)
-    return sympy.Mul(*coefficient), tuple(operators)
+    if spectral is not None and operators:
+        why = "a function of a HermitianFactor is multiplied by other operators"
+        raise ValueError(_errors.OPERATOR_TERM.format(term=term, why=why))
+    return sympy.Mul(*coefficient), tuple(operators), spectral
+
+
+class OperatorSum:
+    """`H(p) = sum_k c_k(p) O_k`, split: compiled coefficients and fixed operators.
+
+    Made by `operator_sum`; calling it returns the dense matrix.
+
+    Attributes:
+        params: the parameter symbols, in call order.
+        products: one entry per fixed operator: a tuple of `(operator key, power)`, `()` for
+            the identity.
+        operators: the fixed operator matrices, one per product (sparse where every factor
+            was `scipy.sparse`, else dense NumPy).
+        spectral: the `SpectralTerm`s (functions of a `HermitianFactor`).
+        dim: the matrix size.
+    """
+
+    def __init__(
+        self,
+        products: list[tuple],
+        operators: list[Any],
+        coefficients: list[sympy.Basic],
+        spectral: list[SpectralTerm],
+        params: Sequence[sympy.Symbol],
+        dim: int,
+    ) -> None:
+        self.products = products
+        self.operators = operators
+        self.spectral = spectral
+        self.params = list(params)
+        self.dim = dim
+        self.coefficient_expressions = coefficients
+        self._fixed = compile_(coefficients, self.params)
+        self._spectral = [compile_(t.expression, [*self.params, _X]) for t in spectral]
+        self._stacked: np.ndarray | None = None
+
+    @property
+    def stacked_operators(self) -> np.ndarray:
+        """The fixed operators as one dense `(K, N, N)` array (made on first use)."""
+        if self._stacked is None:
+            dense = [_dense(o) for o in self.operators]
+            self._stacked = np.stack(dense) if dense else np.zeros((0, self.dim, self.dim))
+        return self._stacked
+
+    @property
+    def is_complex(self) -> bool:
+        ops = [_dense(o) for o in self.operators] + [t.factor.eigenvectors for t in self.spectral]
+        return any(np.iscomplexobj(o) for o in ops)
+
+    def coefficients(self, *values: Any) -> jax.Array:
+        """The fixed operators' coefficients `c_k(p)`: `(*batch, K)`."""
+        cs = self._fixed(*values)
+        if cs:
+            return jnp.stack(jnp.broadcast_arrays(*cs), axis=-1)
+        batch = jnp.broadcast_shapes(*(jnp.shape(v) for v in values))
+        return jnp.zeros((*batch, 0), jnp.asarray(values[0]).dtype if values else None)
+
+    def spectral_coefficients(self, *values: Any) -> list[jax.Array]:
+        """For each `SpectralTerm`, `coefficient * f(alpha x_m + beta)`: `(*batch, d)`."""
+        out = []
+        for term, fn in zip(self.spectral, self._spectral):
+            x = jnp.asarray(term.factor.eigenvalues, dtype=jnp.asarray(values[0]).dtype)
+            batched = [jnp.asarray(v)[..., None] for v in values]
+            out.append(fn(*batched, x))
+        return out
+
+    def __call__(self, *values: Any) -> jax.Array:
+        c = self.coefficients(*values)
+        real = c.dtype if c.size or not values else jnp.asarray(values[0]).dtype
+        dtype = _complex_of(real) if self.is_complex else real
+        h = jnp.tensordot(c.astype(dtype), jnp.asarray(self.stacked_operators, dtype), axes=1)
+        batch = jnp.broadcast_shapes(*(jnp.shape(v) for v in values))
+        h = jnp.broadcast_to(h, (*batch, self.dim, self.dim))
+        for term, s in zip(self.spectral, self.spectral_coefficients(*values)):
+            v = jnp.asarray(term.factor.eigenvectors, dtype)
+            middle = jnp.einsum("im,...m,jm->...ij", v, s.astype(dtype), v.conj())
+            f = term.factor
+            eye_l, eye_r = jnp.eye(f.left, dtype=dtype), jnp.eye(f.right, dtype=dtype)
+            full = jnp.einsum("ab,...ij,cd->...aicbjd", eye_l, middle, eye_r)
+            h = h + full.reshape(*middle.shape[:-2], self.dim, self.dim)
+        return h
+
+    def d_hamiltonian(self, param: sympy.Symbol, *values: Any) -> jax.Array:
+        """`dH/dp` for the parameter `param` at `values` (exact, by forward mode)."""
+        i = self.params.index(param)
+
+        def h(value: Any) -> jax.Array:
+            vs = list(values)
+            vs[i] = value
+            return self(*vs)
+
+        value = jnp.asarray(values[i])
+        return jax.jvp(h, (value,), (jnp.ones_like(value),))[1]
+
+
+def _complex_of(dtype: Any) -> Any:
+    return jnp.complex128 if jnp.dtype(dtype) == jnp.float64 else jnp.complex64
 
 
 def operator_sum(
     H: sympy.Basic,
     operators: Mapping[sympy.Basic, Any],
     params: Sequence[sympy.Symbol],
-) -> Callable[..., jax.Array]:
+) -> OperatorSum:
     """Splits an operator polynomial into compiled coefficients and fixed operator matrices.
 
     Args:
         H: a polynomial in the operator keys, with coefficients that are expressions in
             `params`. A product or power of operators is their matrix product (in order, for
             non-commutative symbols); a term with no operator multiplies the identity.
+            `cos(A + B)` and `sin(A + B)` with `A` in the operators and `B` in the parameters
+            are expanded over the keys `cos(A)` and `sin(A)` (both must be given). A
+            `HermitianFactor` key may also appear as `f(alpha(p) * X + beta(p))`.
         operators: maps each operator (a Symbol, commutative or not, or any subexpression such
-            as `cos(phi)`) to a square NumPy or JAX matrix; all of one shape.
+            as `cos(phi)`, free of parameters) to a square NumPy, JAX or `scipy.sparse` matrix,
+            or a `HermitianFactor`; all of one shape.
         params: the parameter symbols, in call order.
 
     Returns:
-        `h(*param_values)`: the matrix `sum_k c_k(p) O_k`, with any leading batch dimensions of
-        the parameters first. Its dtype is the promotion of the parameters' and the operators'
-        (complex if an operator is). Gradients of `jnp.linalg.eigh(h(...))` work under `jit`,
-        `vmap` and `grad`.
+        An `OperatorSum` `h`: `h(*param_values)` is the matrix `sum_k c_k(p) O_k`, with any
+        leading batch dimensions of the parameters first. Its dtype is the promotion of the
+        parameters' and the operators' (complex if an operator is). Gradients of
+        `jnp.linalg.eigh(h(...))` work under `jit`, `vmap` and `grad`. `h.coefficients`,
+        `h.operators` and `h.d_hamiltonian` give the split.
 
     Raises:
-        ValueError: an operator that is not square or not the common shape, or a term that is
-            not a coefficient times a product of operators.
+        ValueError: an operator that is not square or not the common shape, an operator key
+            that contains a parameter (its gradient would silently be zero), a shifted
+            `cos`/`sin` whose `cos(A)` or `sin(A)` key is missing, or a term that is not a
+            coefficient times a product of operators.
 
     Example:
         >>> import numpy as np, sympy
@@ -72,46 +325,74 @@ def operator_sum(
         >>> h(2.0, 0.5)
         Array([[ 2.5,  0. ],
                [ 0. , -1.5]], dtype=float32)
+        >>> sorted(h.coefficients(2.0, 0.5).tolist())  # one per product: a (sz), b (identity)
+        [0.5, 2.0]
     """
-    # Every key becomes a plain symbol first, so `cos(phi)` is one operator, not a function.
+    params = list(params)
+    param_set = set(params)
     keys = list(operators)
+    for key in keys:
+        inside = sympy.sympify(key).free_symbols & param_set
+        if inside:
+            names = ", ".join(sorted(map(str, inside)))
+            raise ValueError(OPERATOR_KEY_PARAM.format(key=key, params=names))
+    factors = {k: v for k, v in operators.items() if isinstance(v, HermitianFactor)}
+    plain = [k for k in keys if k not in factors]
+
+    def matrix(value: Any) -> Any:
+        if _is_sparse(value):
+            return value.tocsr()
+        return np.asarray(value)
+
+    matrices_by_key = {k: matrix(operators[k]) for k in plain}
+    shapes = {k: getattr(matrices_by_key.get(k, factors.get(k)), "shape", ()) for k in keys}
+    shape: tuple[int, ...] = tuple(shapes[keys[0]]) if keys else (1, 1)
+    for key in keys:
+        got = tuple(shapes[key])
+        if len(got) != 2 or got[0] != got[1] or got != tuple(shape):
+            raise ValueError(_errors.OPERATOR_SHAPE.format(key=key, shape=shape, got=got))
+
+    op_symbols = set().union(*(sympy.sympify(k).free_symbols for k in keys)) if keys else set()
+    expanded_trig = _expand_shifted_trig(H, set(keys), op_symbols, set(factors))
+
+    # Every non-factor key becomes a plain symbol first, so `cos(phi)` is one operator.
     stand_ins = {
         key: sympy.Symbol(f"_jaxbridge_op{i}", commutative=bool(key.is_commutative))
-        for i, key in enumerate(keys)
+        for i, key in enumerate(plain)
     }
-    matrices = {stand_ins[k]: np.asarray(operators[k]) for k in keys}
-    shape = matrices[stand_ins[keys[0]]].shape if keys else (1, 1)
-    for key in keys:
-        got = matrices[stand_ins[key]].shape
-        if len(got) != 2 or got[0] != got[1] or got != shape:
-            raise ValueError(_errors.OPERATOR_SHAPE.format(key=key, shape=shape, got=got))
-    expanded = sympy.expand(sympy.sympify(H).xreplace(stand_ins))
-    symbols = set(matrices)
+    by_symbol: dict[Any, Any] = {stand_ins[k]: matrices_by_key[k] for k in plain}
+    for k, f in factors.items():
+        by_symbol[k] = f
+    expanded = sympy.expand(sympy.sympify(expanded_trig).xreplace(stand_ins))
+    symbols = set(by_symbol)
 
-    coefficients: dict[tuple, sympy.Basic] = {}
+    coefficients: dict[tuple, Any] = {}
+    spectral: list[SpectralTerm] = []
     for term in sympy.Add.make_args(expanded):
-        coefficient, product = _operator_factors(term, symbols)
-        coefficients[product] = coefficients.get(product, 0) + coefficient
+        coefficient, product, spec = _operator_factors(term, symbols, factors)
+        if spec is not None:
+            spectral.append(SpectralTerm(spec.factor, coefficient * spec.expression))
+        else:
+            coefficients[product] = coefficients.get(product, 0) + coefficient
 
+    dim = int(shape[0])  # pyright: ignore[reportGeneralTypeIssues] - shape is (n, n) here
     products = list(coefficients)
     stacked = []
     for product in products:
-        matrix = np.eye(shape[0])
+        all_sparse = all(_is_sparse(by_symbol[s]) for s, _ in product) and product
+        result: Any = None
         for symbol, power in product:
-            matrix = matrix @ np.linalg.matrix_power(matrices[symbol], power)
-        stacked.append(matrix)
-    # Host-side products in float64/complex128; cast once to the parameters' dtype per call.
-    stacked_operators = np.stack(stacked) if stacked else np.zeros((0, *shape))
-    coefficient_fn = compile_([coefficients[p] for p in products], list(params))
-
-    def h(*values: Any) -> jax.Array:
-        cs = coefficient_fn(*values)
-        c = jnp.stack(cs, axis=-1) if cs else jnp.zeros((0,))
-        real = c.dtype
-        dtype = (
-            jnp.promote_types(real, jnp.complex64) if np.iscomplexobj(stacked_operators) else real
-        )
-        ops = jnp.asarray(stacked_operators, dtype=dtype)
-        return jnp.tensordot(c.astype(dtype), ops, axes=1)
-
-    return h
+            op = by_symbol[symbol]
+            m = op.full(power) if isinstance(op, HermitianFactor) else op
+            if not isinstance(op, HermitianFactor):
+                for _ in range(power - 1):
+                    m = m @ op
+            result = m if result is None else result @ m
+        if result is None:
+            result = np.eye(dim)
+        stacked.append(result.tocsr() if all_sparse else _dense(result))
+    names = {v: k for k, v in stand_ins.items()}
+    readable = [tuple((names.get(s, s), p) for s, p in product) for product in products]
+    return OperatorSum(
+        readable, stacked, [coefficients[p] for p in products], spectral, params, dim
+    )

@@ -1,0 +1,159 @@
+# ruff: noqa: E402, B023 - the sys.path fix and thread limits precede imports; closures run in loops
+"""jaxbridge.scqubits against scqubits itself: sweeps, gradients, dense against sparse.
+
+Both sides run with OPENBLAS_NUM_THREADS=1 (set before NumPy loads), in one process, calls
+interleaved (medians). Rows:
+
+- Fluxonium, cutoff 110, 101 flux points, 6 levels: `jit(vmap(eigenvals))` against
+  `get_spectrum_vs_paramvals` (target >= 5x after compilation; compile time reported).
+- The gradient of f01 with respect to (EJ, EC, EL) at the 101 points against central
+  differences of scqubits' own sweeps (6 sweeps; target >= 15x).
+- Transmon (ncut 30) and `Circuit` (a fluxonium from YAML, harmonic basis) sweeps.
+- Dense `eigh` against the host sparse `eigsh` for growing dimension (a ZeroPi grid).
+
+`python benchmarks/scqubits.py --quick` is the short run (about a minute).
+"""
+
+import os
+
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import sys
+
+# This file is named scqubits.py: keep its folder off the path so `import scqubits` finds it.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path = [p for p in sys.path if os.path.abspath(p or os.getcwd()) != _HERE]
+
+import time
+import warnings
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+# _util.py sits next to this file; load it by path (the folder is off sys.path, see above).
+import importlib.util
+
+import jax.numpy as jnp
+import numpy as np
+import scqubits as scq
+
+_spec = importlib.util.spec_from_file_location("_util", os.path.join(_HERE, "_util.py"))
+assert _spec and _spec.loader
+_util = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_util)
+QUICK, fmt_time, table, timeit, verdict = (
+    _util.QUICK, _util.fmt_time, _util.table, _util.timeit, _util.verdict
+)  # fmt: skip
+
+import jaxbridge.scqubits as jbq
+
+scq.settings.PROGRESSBAR_DISABLED = True
+warnings.filterwarnings("ignore", category=DeprecationWarning)
+REPEAT = 1 if QUICK else 5
+POINTS = 101
+
+
+def sweep_rows(label, obj, name, values, k, target=None):
+    m = jbq.model(obj)
+    ours = jax.jit(jax.vmap(lambda v: m.eigenvals({name: v}, evals_count=k)))
+    x = jnp.asarray(values)
+    start = time.perf_counter()
+    jax.block_until_ready(ours(x))
+    compile_s = time.perf_counter() - start
+    theirs = lambda: obj.get_spectrum_vs_paramvals(name, values, evals_count=k, num_cpus=1)
+    err = np.abs(np.asarray(ours(x)) - theirs().energy_table).max()
+    t_ours = timeit(lambda: ours(x), number=1, repeat=REPEAT)
+    t_theirs = timeit(theirs, number=1, repeat=REPEAT)
+    ratio = t_theirs / t_ours
+    goal = verdict(ratio, target, lower_is_better=False) if target else ""
+    row = (label, fmt_time(t_theirs), fmt_time(t_ours), f"{ratio:.1f}x", f"{compile_s:.2f} s",
+           f"{err:.1e}", goal)  # fmt: skip
+    return row
+
+
+def gradient_row(obj, values):
+    m = jbq.model(obj)
+    names = ("EJ", "EC", "EL")
+
+    def f01(p, flux):
+        e = m.eigenvals({**dict(zip(names, p)), "flux": flux}, evals_count=2)
+        return e[1] - e[0]
+
+    p0 = jnp.asarray([obj.EJ, obj.EC, obj.EL])
+    ours = jax.jit(jax.vmap(jax.grad(f01), in_axes=(None, 0)))
+    x = jnp.asarray(values)
+    start = time.perf_counter()
+    jax.block_until_ready(ours(p0, x))
+    compile_s = time.perf_counter() - start
+    step = 1e-4
+
+    def theirs():
+        out = []
+        for name in names:
+            base = getattr(obj, name)
+            f = []
+            for sign in (1, -1):
+                setattr(obj, name, base + sign * step)
+                e = obj.get_spectrum_vs_paramvals("flux", values, evals_count=2, num_cpus=1)
+                f.append(e.energy_table[:, 1] - e.energy_table[:, 0])
+            setattr(obj, name, base)
+            out.append((f[0] - f[1]) / (2 * step))
+        return np.stack(out, axis=1)
+
+    err = np.abs(np.asarray(ours(p0, x)) - theirs()).max()
+    t_ours = timeit(lambda: ours(p0, x), number=1, repeat=REPEAT)
+    t_theirs = timeit(theirs, number=1, repeat=REPEAT)
+    ratio = t_theirs / t_ours
+    return ("Fluxonium 110: grad f01 wrt (EJ, EC, EL), 101 points", fmt_time(t_theirs),
+            fmt_time(t_ours), f"{ratio:.1f}x", f"{compile_s:.2f} s", f"{err:.1e}",
+            verdict(ratio, 15, lower_is_better=False))  # fmt: skip
+
+
+def dense_sparse_rows(points_list):
+    rows = []
+    for pts in points_list:
+        grid = scq.Grid1d(-6 * np.pi, 6 * np.pi, pts)
+        obj = scq.ZeroPi(EJ=10.0, EL=0.04, ECJ=20.0, EC=0.04, ng=0.1, flux=0.23, grid=grid,
+                         ncut=10, dEJ=0.0, dCJ=0.0)  # fmt: skip
+        m = jbq.model(obj)
+        dense = jax.jit(lambda f: m.eigenvals({"flux": f}, evals_count=6, method="dense"))
+        sparse = jax.jit(lambda f: m.eigenvals({"flux": f}, evals_count=6, method="sparse"))
+        err = np.abs(np.asarray(dense(0.23)) - np.asarray(sparse(0.23))).max()
+        t_dense = timeit(lambda: dense(0.23), number=1, repeat=REPEAT)
+        t_sparse = timeit(lambda: sparse(0.23), number=1, repeat=REPEAT)
+        t_scq = timeit(lambda: obj.eigenvals(6), number=1, repeat=REPEAT)
+        rows.append((f"ZeroPi, dim {m.dim}", fmt_time(t_dense), fmt_time(t_sparse),
+                     fmt_time(t_scq), f"{t_dense / t_sparse:.2f}", f"{err:.1e}"))  # fmt: skip
+    return rows
+
+
+def main():
+    header = ("case", "scqubits", "jaxbridge", "speed-up", "compile", "max |diff|", "target")
+    flux = np.linspace(0.0, 1.0, POINTS)
+    fluxonium = scq.Fluxonium(EJ=8.9, EC=2.5, EL=0.5, flux=0.0, cutoff=110)
+    rows: list[tuple[str, ...]] = [
+        sweep_rows("Fluxonium 110: 101 flux points, 6 levels", fluxonium, "flux", flux, 6, 5)
+    ]
+    rows.append(gradient_row(fluxonium, flux))
+    transmon = scq.Transmon(EJ=20.0, EC=0.3, ng=0.0, ncut=30)
+    rows.append(
+        sweep_rows("Transmon ncut 30: 101 ng points", transmon, "ng", np.linspace(-1, 1, POINTS), 6)
+    )
+    circuit = scq.Circuit(
+        'branches:\n- ["JJ", 1, 2, EJ=8.9, 1]\n- ["L", 1, 2, EL=0.5]\n- ["C", 1, 2, EC=2.5]\n',
+        from_file=False, ext_basis="harmonic",
+    )  # fmt: skip
+    circuit.cutoff_ext_1 = 60
+    few = np.linspace(0.0, 1.0, 21 if QUICK else POINTS)
+    label = f"Circuit (harmonic 60): {few.size} flux points"
+    rows.append(sweep_rows(label, circuit, "Φ1", few, 6))
+    print(table("jaxbridge.scqubits against scqubits (OPENBLAS_NUM_THREADS=1)", rows, header))
+    sizes = [10, 20, 30] if QUICK else [10, 20, 30, 60, 120]
+    head = ("case", "dense", "sparse", "scqubits eigsh", "dense/sparse", "max |diff|")
+    title = "Dense eigh against host sparse eigsh (6 levels, one point, jit)"
+    print(table(title, dense_sparse_rows(sizes), head))
+
+
+if __name__ == "__main__":
+    main()

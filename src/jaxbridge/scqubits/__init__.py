@@ -1,0 +1,18 @@
+"""scqubits inside JAX: a qubit object becomes JAX functions of its parameters.
+
+`model(obj)` reads a scqubits `Transmon`, `TunableTransmon`, `Fluxonium`, `FluxQubit`,
+`ZeroPi`, `Cos2PhiQubit` or `Circuit` once and returns a `Model` whose `hamiltonian`,
+`eigenvals`, `eigensys`, `matrixelements` and `d_hamiltonian` work under `jit`, `vmap`, `grad`,
+`jacfwd` and `hessian`.
+"""
+
+try:
+    import scqubits as _scqubits  # noqa: F401
+except ImportError as _error:  # pragma: no cover - exercised in a subprocess test
+    from ._errors import NEEDS_SCQUBITS as _NEEDS_SCQUBITS
+
+    raise ImportError(_NEEDS_SCQUBITS) from _error
+
+from ._model import DENSE_MAX_DIM as DENSE_MAX_DIM
+from ._model import Model as Model
+from ._model import model as model

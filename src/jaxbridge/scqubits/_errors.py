@@ -1,0 +1,73 @@
+"""The text of every error `jaxbridge.scqubits` raises; tests pin these strings."""
+
+NEEDS_SCQUBITS = "`jaxbridge.scqubits` needs scqubits: `pip install jaxbridge[scqubits]`"
+
+UNSUPPORTED = (
+    "`jaxbridge.scqubits.model`: no model for an object of type `{got}`. Supported: {supported}. "
+    "Composite systems (`HilbertSpace`, `ParameterSweep`) are not supported."
+)
+
+UNKNOWN_PARAM = (
+    "`{method}`: unknown parameter {names} for this `{kind}` model. Its parameters are "
+    "{known} (`model.params`); cutoffs and grids are static: make a new object to change them."
+)
+
+METHOD = '`{method}(method=...)` must be "auto", "dense" or "sparse"; got {got!r}.'
+
+EVALS_COUNT = (
+    "`{method}(evals_count=...)` must be an integer between 1 and {most} (the dimension{minus}); "
+    "got {got!r}."
+)
+
+UNKNOWN_OPERATOR = (
+    "`matrixelements`: `{kind}` has no operator `{name}` that this model can compute as a "
+    "function of the parameters. Use one of {known}, pass a matrix of shape ({dim}, {dim}), "
+    "or (for a `Circuit`) a SymPy expression in its variables."
+)
+
+OPERATOR_SHAPE = (
+    "`matrixelements`: the operator must be a matrix of shape ({dim}, {dim}), the model's "
+    "dimension; got shape {got}."
+)
+
+SPARSE_DERIVATIVE = (
+    "`{method}` on the sparse path (dimension {dim}) has derivatives only for eigenvalues, "
+    "to first order (Hellmann-Feynman). For eigenvector or second derivatives use "
+    '`method="dense"` (memory ~ {mib} MiB for H) or smaller cutoffs.'
+)
+
+SPARSE_FAILED = (
+    "`{method}`: SciPy's shift-invert `eigsh` failed for the {k} lowest levels of the "
+    'dimension-{dim} Hamiltonian ({why}). Try `method="dense"` or other cutoffs.'
+)
+
+CIRCUIT_HD = (
+    "`jaxbridge.scqubits.model`: this `Circuit` uses hierarchical diagonalization "
+    "(`system_hierarchy`), whose basis is itself a diagonalization. Build the Circuit without "
+    "`system_hierarchy`."
+)
+
+CIRCUIT_PURELY_HARMONIC = (
+    '`jaxbridge.scqubits.model`: a purely harmonic `Circuit` with `ext_basis="harmonic"` is '
+    "solved by scqubits in its normal-mode basis, which this model does not reproduce. Use "
+    '`ext_basis="discretized"`.'
+)
+
+CIRCUIT_SYMBOL = (
+    "`jaxbridge.scqubits.model`: the Circuit's Hamiltonian uses `{symbol}`, which has no "
+    "`{symbol}_operator` method on the Circuit."
+)
+
+CIRCUIT_HARMONIC_PRODUCT = (
+    "`jaxbridge.scqubits.model`: `{term}` is a cosine of two or more harmonic-basis variables "
+    "whose oscillator lengths depend on the parameters; it is not a function of one fixed "
+    'operator. Use `ext_basis="discretized"` for them, or fix the capacitances and '
+    "inductances those lengths depend on."
+)
+
+CIRCUIT_DROPPED = (
+    "`{method}`: {names} cannot be varied: scqubits substituted their values into this "
+    "Circuit's symbolic Hamiltonian (`_hamiltonian_sym_for_numerics`), so the model cannot "
+    "differentiate them. Its parameters are {known}. Set the value on the Circuit and call "
+    "`model` again."
+)
