@@ -3,10 +3,11 @@
 A call is the primitive `host_call_p`. On CPU it lowers through
 `jax.experimental.buffer_callback`: the host function reads XLA's input buffers as zero-copy
 NumPy views and its result is written straight into XLA's output buffers. Elsewhere (GPU, where
-`np.asarray` of a buffer fails, jax#38173), over several devices under plain jit, or when asked,
-it lowers through `jax.pure_callback`. `ordered=True` uses `jax.experimental.io_callback` with a
-`custom_vmap`. Batching follows the expand_dims convention (the batch is the leading
-dimensions, size 1 where an operand is unbatched), so a batch is ONE host call.
+`np.asarray` of a buffer fails, jax#38173), over several devices under plain jit, for packed
+sub-byte dtypes (int4, float4_e2m1fn, ...: see `is_packed`), or when asked, it lowers through
+`jax.pure_callback`. `io=True` and `ordered=True` use `jax.experimental.io_callback` (unordered
+or ordered) inside a `custom_vmap`. Batching follows the expand_dims convention (the batch is
+the leading dimensions, size 1 where an operand is unbatched), so a batch is ONE host call.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax._src import dispatch, sharding_impls
+from jax._src import dtypes as _dtypes
 from jax.experimental import io_callback
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
@@ -34,6 +36,16 @@ except ImportError:  # pragma: no cover
     _buffer_callback = None
 
 LOWERINGS = ("auto", "buffer", "pure")
+EFFECTS = ("pure", "io", "ordered")
+
+
+def is_packed(dtype: Any) -> bool:
+    """Whether XLA packs `dtype` several elements to a byte (int2, int4, float4_e2m1fn, ...).
+
+    NumPy (through ml_dtypes) stores such dtypes one byte per element, so a packed XLA buffer
+    cannot be viewed as a NumPy array: `np.asarray` of it would read and write past its end.
+    """
+    return _dtypes.itemsize_bits(dtype) < 8
 
 
 def choose_lowering(preference: str, *, on_cpu: bool = True) -> str:
@@ -66,6 +78,7 @@ class HostCall:
         batching: AbstractBatching,
         init: Callable[[], Any] | None = None,
         states: threading.local | None = None,
+        discard: bool = False,
     ):
         self.name = name
         self.fn = fn
@@ -76,6 +89,9 @@ class HostCall:
         self.batching = batching
         self.init = init
         self.rule = f"host function {name!r}"
+        # `io=True`/`ordered=True` with `result=None`: no result, whatever `fn` returns is
+        # dropped (as `io_callback(fn, None, x)`).
+        self.discard = discard
         # Per-thread `init()` state, shared by all signatures of one wrapped function.
         self._local = states if states is not None else threading.local()
         # `(primals, tangents) -> (primals_out, tangents_out)`: the function's derivative rule,
@@ -110,6 +126,8 @@ class HostCall:
         return self.fn(*args, **kwargs)
 
     def check(self, value: Any, outs: Sequence[np.ndarray], lead: tuple[int, ...] = ()) -> None:
+        if self.discard:
+            return
         if self._single and type(value) is np.ndarray:
             aval = self.spec.avals[0]
             if value.dtype == aval.dtype and value.shape == lead + aval.shape:
@@ -164,13 +182,15 @@ class HostCall:
         return outs
 
 
-def emit(
-    call: HostCall, dynamic: Sequence[Any], *, ordered: bool, lowering: str
-) -> list[jax.Array]:
-    """Stages one host call into the current trace; returns the flat results."""
+def emit(call: HostCall, dynamic: Sequence[Any], *, effect: str, lowering: str) -> list[jax.Array]:
+    """Stages one host call into the current trace; returns the flat results.
+
+    `effect` is "pure" (may be removed or duplicated), "io" (never removed, any order) or
+    "ordered" (never removed, program order).
+    """
     avals = tuple(call.spec.avals)
-    if ordered:
-        return list(_ordered(call, avals)(*dynamic))
+    if effect != "pure":
+        return list(_io_call(call, avals, effect == "ordered")(*dynamic))
     if lowering == "auto":  # resolved now, so the environment variable is read at trace time
         lowering = os.environ.get("JAXBRIDGE_LOWERING", "auto")
     return host_call_p.bind(*dynamic, call=call, out_avals=avals, lowering=lowering)
@@ -260,7 +280,9 @@ def _host_call_lowering(ctx, *args, call, out_avals, lowering):
         axis_context.num_devices > 1
     )
     on_cpu = tuple(ctx.module_context.platforms) == ("cpu",)
-    if not spread and choose_lowering(lowering, on_cpu=on_cpu) == "buffer":
+    # Packed sub-byte buffers cannot be NumPy views; pure_callback hands over unpacked copies.
+    packed = any(is_packed(a.dtype) for a in (*ctx.avals_in, *out_avals))
+    if not spread and not packed and choose_lowering(lowering, on_cpu=on_cpu) == "buffer":
         assert _buffer_callback is not None
         fn = _buffer_callback(call.buffer_trampoline, list(out_avals))
     else:
@@ -272,22 +294,25 @@ mlir.register_lowering(host_call_p, _host_call_lowering)
 
 
 @functools.lru_cache(maxsize=4096)
-def _ordered(call: HostCall, avals: tuple[jax.ShapeDtypeStruct, ...]) -> Callable[..., Any]:
-    """An ordered io_callback that batches as one host call.
+def _io_call(
+    call: HostCall, avals: tuple[jax.ShapeDtypeStruct, ...], ordered: bool
+) -> Callable[..., Any]:
+    """An io_callback (ordered or not) that batches as one host call.
 
-    JAX refuses to vmap an ordered effect; `custom_vmap` lets the batched call stay one
-    ordered callback whose host side loops over the batch in order. Nested vmaps recurse.
+    JAX refuses to vmap an ordered effect, and batches an unordered one as a `lax.map` of
+    one callback per element; `custom_vmap` makes the batched call ONE callback whose host
+    side loops over the batch in order. Nested vmaps recurse.
     """
 
     @jax.custom_batching.custom_vmap
     def f(*dynamic):
-        return tuple(io_callback(call.pure_trampoline, list(avals), *dynamic, ordered=True))
+        return tuple(io_callback(call.pure_trampoline, list(avals), *dynamic, ordered=ordered))
 
     @f.def_vmap
     def _rule(axis_size, in_batched, *dynamic):
         moved = [x if b else jnp.expand_dims(x, 0) for x, b in zip(dynamic, in_batched)]
         batched = tuple(jax.ShapeDtypeStruct((axis_size, *a.shape), a.dtype) for a in avals)
-        out = _ordered(call, batched)(*moved)
+        out = _io_call(call, batched, ordered)(*moved)
         return out, tuple(True for _ in out)
 
     return f

@@ -33,8 +33,16 @@ PROBE_FAILED = (
 )
 
 BAD_RESULT_SPEC = (
-    "`jaxbridge.host(result=...)` must be a pytree of `jax.ShapeDtypeStruct`; got {got} at "
-    "`{path}`. Build one with `jax.eval_shape` or pass `result=None` to probe."
+    "`jaxbridge.host(result=...)` must be a pytree of `jax.ShapeDtypeStruct` (or of anything "
+    "with `.shape` and `.dtype`); got {got} at `{path}`. Build one with `jax.eval_shape` or "
+    "pass `result=None` to probe."
+)
+
+VALUE_CHANGING_CAST = (
+    "{rule} returned a value at `{path}` that {dtype} cannot hold: expected {expected}, got "
+    "{got} containing {value!r}. Only conversions that keep every value are made (float64 to "
+    "float32 may round, int64 to int32 must fit); convert explicitly, or declare a wider "
+    "dtype in `result=`."
 )
 
 BAD_VMAP = (

@@ -29,6 +29,7 @@ class Host:
         result: ResultArg = None,
         vmap: Any = "sequential",
         ordered: bool = False,
+        io: bool = False,
         static_argnums: int | Sequence[int] = (),
         static_argnames: str | Sequence[str] = (),
         lowering: str = "auto",
@@ -48,6 +49,8 @@ class Host:
             raise ValueError(_errors.BAD_LOWERING.format(got=lowering))
         self.lowering = lowering
         self.ordered = bool(ordered)
+        self.io = bool(io) or self.ordered  # an ordered call is an io call in program order
+        self.effect = "ordered" if self.ordered else "io" if self.io else "pure"
         self.init = init
         if init is not None and not callable(init):
             raise TypeError(
@@ -57,11 +60,19 @@ class Host:
         self.static_argnums, self.static_argnames = _static_args(
             fn, static_argnums, static_argnames
         )
-        self.result = result
-        if result is not None and not callable(result):
+        # A pytree of anything with `.shape` and `.dtype` (a tracer too: only its spec is kept,
+        # so a wrapper built inside a trace holds no tracer); a callable; or None.
+        self._declared: _spec.ResultSpec | None = None
+        self._result_fn: Callable[..., PyTree] | None = None
+        if _spec.is_result_function(result):
+            self._result_fn = result
+        elif result is not None:
             self._declared = _spec.spec_from_tree(result)  # validates now, at wrap time
-        else:
-            self._declared = None
+        elif self.io:
+            # `io_callback(f, None, x)`: no result. Never probe: that would run the side
+            # effect at trace time.
+            self._declared = _spec.spec_from_tree(None)
+        self._discard = result is None and self.io
         from . import _derivatives
 
         self.rule = _derivatives.make_rule(
@@ -86,7 +97,15 @@ class Host:
         if found is None:
             spec = self._result_spec(split, avals)
             call = _call.HostCall(
-                self.name, self.fn, split, avals, spec, self.batching, self.init, self._states
+                self.name,
+                self.fn,
+                split,
+                avals,
+                spec,
+                self.batching,
+                self.init,
+                self._states,
+                discard=self._discard,
             )
             found = self._entries[key] = _Entry(self, call)
         return found
@@ -94,9 +113,9 @@ class Host:
     def _result_spec(self, split: _spec.Split, avals: Sequence[Any]) -> _spec.ResultSpec:
         if self._declared is not None:
             return self._declared
-        if self.result is not None:
+        if self._result_fn is not None:
             args, kwargs = split.rebuild(list(avals))
-            return _spec.spec_from_tree(self.result(*args, **kwargs))
+            return _spec.spec_from_tree(self._result_fn(*args, **kwargs))
         fn = self.fn
         if self.init is not None:
             fn = functools.partial(self.fn, state=self.local_state())
@@ -142,7 +161,9 @@ class Host:
         if self.init is not None:
             kwargs["state"] = self.local_state()
         value = self.fn(*args, **kwargs)
-        if self._declared is not None or self.result is not None:
+        if self._discard:
+            return None
+        if self._declared is not None or self._result_fn is not None:
             avals = [_spec.leaf_aval(x) for x in arrays]
             spec = self.entry(split, avals).call.spec
         else:
@@ -157,7 +178,7 @@ class _Entry:
     def __init__(self, host: Host, call: _call.HostCall):
         self.call = call
         self.extra: dict[str, Any] = {}  # per-signature objects of the derivative rule
-        emit = functools.partial(_call.emit, call, ordered=host.ordered, lowering=host.lowering)
+        emit = functools.partial(_call.emit, call, effect=host.effect, lowering=host.lowering)
         self.emit = lambda *dynamic: emit(dynamic)
         self.traced = host.rule.wrap(self)
         # The call site jits its own call: inside a user's jit this inlines for free, and under
@@ -217,6 +238,7 @@ def host(
     result: ResultArg = None,
     vmap: Any = "sequential",
     ordered: bool = False,
+    io: bool = False,
     static_argnums: int | Sequence[int] = (),
     static_argnames: str | Sequence[str] = (),
     lowering: str = "auto",
@@ -285,6 +307,7 @@ def host(
         result=result,
         vmap=vmap,
         ordered=ordered,
+        io=io,
         static_argnums=static_argnums,
         static_argnames=static_argnames,
         lowering=lowering,
@@ -297,7 +320,7 @@ def host(
     if fn is None:
         # Validate now so that a bad `@host(...)` fails where it is written.
         _batching.resolve(vmap)
-        if result is not None and not callable(result):
+        if result is not None and not _spec.is_result_function(result):
             _spec.spec_from_tree(result)
         if lowering not in _call.LOWERINGS:
             raise ValueError(_errors.BAD_LOWERING.format(got=lowering))

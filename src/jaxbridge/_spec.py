@@ -126,23 +126,36 @@ class ResultSpec:
         return jax.tree_util.tree_unflatten(self.treedef, self.avals)
 
 
-def _canonical_struct(s: jax.ShapeDtypeStruct) -> jax.ShapeDtypeStruct:
+def _canonical_struct(s: Any) -> jax.ShapeDtypeStruct:
     dt = np.dtype(_dtypes.canonicalize_dtype(s.dtype))
-    if dt == s.dtype:
+    if isinstance(s, jax.ShapeDtypeStruct) and dt == s.dtype:
         return s
-    return jax.ShapeDtypeStruct(s.shape, dt)
+    return jax.ShapeDtypeStruct(tuple(s.shape), dt)
+
+
+def is_spec_leaf(x: Any) -> bool:
+    """Whether `x` can stand for a result leaf: anything with `.shape` and `.dtype`, as in
+    `jax.pure_callback` (ShapeDtypeStruct, ShapedArray, NumPy and JAX arrays, tracers)."""
+    return hasattr(x, "shape") and hasattr(x, "dtype")
+
+
+def is_result_function(result: Any) -> bool:
+    """Whether `host(result=...)` is a function of the argument specs, not a spec itself."""
+    return callable(result) and not is_spec_leaf(result)
 
 
 def spec_from_tree(tree: PyTree) -> ResultSpec:
-    """Validates a declared result pytree of `jax.ShapeDtypeStruct` (message per bad leaf).
+    """Validates a declared result pytree (message per bad leaf); keeps only shapes and dtypes.
 
-    `None` is an empty subtree, as everywhere in JAX: derivative rules' specs hold it in place
-    of static leaves, and `check_result` flattens returned values the same way.
+    A leaf is anything with `.shape` and `.dtype`; only those are kept, so a tracer given as
+    `result=x` leaves nothing of its trace behind. `None` is an empty subtree, as everywhere in
+    JAX: derivative rules' specs hold it in place of static leaves, and `check_result`
+    flattens returned values the same way.
     """
     with_path, treedef = jax.tree_util.tree_flatten_with_path(tree)
     avals, paths = [], []
     for path, leaf in with_path:
-        if not isinstance(leaf, jax.ShapeDtypeStruct):
+        if not is_spec_leaf(leaf):
             raise TypeError(
                 _errors.BAD_RESULT_SPEC.format(
                     got=f"`{type(leaf).__name__}`", path=jax.tree_util.keystr(path)
@@ -204,7 +217,9 @@ def check_result(
 ) -> list[np.ndarray]:
     """Checks a returned value against `spec`; copies it into `outs` (or new arrays).
 
-    A dtype is converted only within its kind (float64 to float32, int64 to int32); anything
+    A dtype is converted only within its kind (float64 to float32, int64 to int32; signed and
+    unsigned integers count as one kind), and only where no value changes: an integer must fit
+    the declared dtype, and a finite float must stay finite (rounding is allowed). Anything
     else is an error naming `rule`, the pytree path, expected and got. `lead` is the batch
     shape a vectorised call adds in front of every leaf.
     """
@@ -217,7 +232,7 @@ def check_result(
     for i, (leaf, aval) in enumerate(zip(leaves, spec.avals, strict=True)):
         arr = np.asarray(leaf)
         shape = lead + aval.shape
-        if arr.shape != shape or arr.dtype.kind != aval.dtype.kind:
+        if arr.shape != shape or _kind(arr.dtype) != _kind(aval.dtype):
             raise _errors.HostResultError(
                 f"{rule} returned a wrong array at `{spec.paths[i]}`: expected "
                 f"{_errors.shape_str(shape, aval.dtype)}, got "
@@ -229,9 +244,55 @@ def check_result(
                     else ""
                 )
             )
-        if outs is None:
-            result.append(arr if arr.dtype == aval.dtype else arr.astype(aval.dtype))
-        else:
-            outs[i][...] = arr
-            result.append(outs[i])
+        if arr.dtype == aval.dtype:
+            if outs is None:
+                result.append(arr)
+            else:
+                outs[i][...] = arr
+                result.append(outs[i])
+            continue
+        dest = np.empty(shape, aval.dtype) if outs is None else outs[i]
+        with np.errstate(all="ignore"):  # float16 receiving 1e6 warns; the check below raises
+            dest[...] = arr
+        bad = _changed_value(arr, dest)
+        if bad is not None:
+            raise _errors.HostResultError(
+                _errors.VALUE_CHANGING_CAST.format(
+                    rule=rule,
+                    path=spec.paths[i],
+                    expected=_errors.shape_str(shape, aval.dtype),
+                    got=_errors.shape_str(arr.shape, arr.dtype),
+                    value=bad,
+                    dtype=aval.dtype.name,
+                )
+            )
+        result.append(dest)
     return result
+
+
+def _kind(dtype: np.dtype) -> str:
+    # Signed and unsigned integers are one kind: a Python int returned for a uint8 result is
+    # converted, and the value check catches -1.
+    return "i" if dtype.kind == "u" else dtype.kind
+
+
+def _changed_value(arr: np.ndarray, dest: np.ndarray) -> Any:
+    """The first value of `arr` that converting it to `dest`'s dtype changed, or None.
+
+    Called only when the dtype differs, so returning the declared dtype costs nothing; a
+    widening costs nothing either. Integers must survive exactly; inexact values may round,
+    but a finite value must not become infinite (float16 receiving 1e6) or NaN.
+    """
+    src, dst = arr.dtype, dest.dtype
+    if src.kind in "iu":
+        wider = _dtypes.itemsize_bits(dst) - _dtypes.itemsize_bits(src)
+        if (src.kind == dst.kind and wider >= 0) or (src.kind == "u" and wider > 0):
+            return None  # every value of `src` fits
+        wrong = dest.astype(src) != arr
+    else:
+        if _dtypes.itemsize_bits(dst) > _dtypes.itemsize_bits(src) or np.isfinite(dest).all():
+            return None
+        wrong = np.isfinite(arr) & ~np.isfinite(dest)
+    if not wrong.any():
+        return None
+    return arr[np.unravel_index(int(np.argmax(wrong)), arr.shape)].item()
