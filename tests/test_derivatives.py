@@ -83,13 +83,13 @@ def test_one_sided_pairs_work_in_their_mode_and_name_the_other(case, x64):
     _close(jax.jacfwd(only_jvp, argnums)(*args), jax.jacfwd(case.reference, argnums)(*args), 1e-8)
     _close(jax.jacrev(only_vjp, argnums)(*args), jax.jacrev(case.reference, argnums)(*args), 1e-8)
     with pytest.raises(
-        Exception,
+        ValueError,
         match=r"reverse mode \(grad, vjp, jacrev\) of host function .* "
         r"needs `vjp=` \(or `jacobian=`\)",
     ):
         jax.jacrev(only_jvp)(*args)
     with pytest.raises(
-        Exception,
+        ValueError,
         match=r"forward mode \(jvp, jacfwd\) of host function .* needs "
         r"`jvp=` \(or `jacobian=`\)",
     ):
@@ -172,7 +172,7 @@ def test_integer_and_static_inputs_get_no_tangent(x64):
 
 def test_no_rule_and_keyword_errors():
     f = jaxbridge.host(np.sin)
-    with pytest.raises(TypeError) as info:
+    with pytest.raises(ValueError) as info:  # what JAX raises for a pure_callback under grad
         jax.grad(lambda x: f(x).sum())(jnp.ones(2))
     assert str(info.value).endswith(
         "needs a derivative rule: pass `jacobian=`, `jvp=` and `vjp=`, or "

@@ -5,8 +5,10 @@ A call is the primitive `host_call_p`. On CPU it lowers through
 NumPy views and its result is written straight into XLA's output buffers. Elsewhere (GPU, where
 `np.asarray` of a buffer fails, jax#38173), over several devices under plain jit, for packed
 sub-byte dtypes (int4, float4_e2m1fn, ...: see `is_packed`), or when asked, it lowers through
-`jax.pure_callback`. `io=True` and `ordered=True` use `jax.experimental.io_callback` (unordered
-or ordered) inside a `custom_vmap`. Batching follows the expand_dims convention (the batch is
+`jax.pure_callback`. `io=True` is the same primitive carrying an effect of its own
+(`HostIOEffect`), so JAX never removes it as dead code, and XLA's custom call is marked as having
+a side effect. `ordered=True` uses an ordered `jax.experimental.io_callback` inside a
+`custom_vmap`. Batching follows the expand_dims convention (the batch is
 the leading dimensions, size 1 where an operand is unbatched), so a batch is ONE host call.
 """
 
@@ -21,7 +23,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax._src import dispatch, sharding_impls
+from jax._src import dispatch, effects, sharding_impls
 from jax._src import dtypes as _dtypes
 from jax.experimental import io_callback
 from jax.extend.core import Primitive
@@ -182,6 +184,28 @@ class HostCall:
         return outs
 
 
+class HostIOEffect(effects.Effect):
+    """The effect of an `io=True` host call: never removed as dead code, any order.
+
+    JAX's own IO effect (`io_callback(ordered=False)`) is refused by `vmap` of `cond` and of a
+    `while_loop` with a batched predicate; this one is allowed there, with the semantics of
+    `jax.debug.callback`: JAX runs both branches (or the body until the last element is done)
+    for every element, so the call runs for those elements too. Not allowed in `jax.checkpoint`
+    (rematerialising would run the side effect twice), as JAX's is not.
+    """
+
+    def __repr__(self) -> str:
+        return "jaxbridge.host(io=True)"
+
+    __str__ = __repr__
+
+
+host_io_effect = HostIOEffect()
+effects.lowerable_effects.add_type(HostIOEffect)
+effects.control_flow_allowed_effects.add_type(HostIOEffect)
+effects.custom_derivatives_allowed_effects.add_type(HostIOEffect)
+
+
 def emit(call: HostCall, dynamic: Sequence[Any], *, effect: str, lowering: str) -> list[jax.Array]:
     """Stages one host call into the current trace; returns the flat results.
 
@@ -189,11 +213,12 @@ def emit(call: HostCall, dynamic: Sequence[Any], *, effect: str, lowering: str) 
     "ordered" (never removed, program order).
     """
     avals = tuple(call.spec.avals)
-    if effect != "pure":
-        return list(_io_call(call, avals, effect == "ordered")(*dynamic))
+    if effect == "ordered":
+        return list(_ordered(call, avals)(*dynamic))
     if lowering == "auto":  # resolved now, so the environment variable is read at trace time
         lowering = os.environ.get("JAXBRIDGE_LOWERING", "auto")
-    return host_call_p.bind(*dynamic, call=call, out_avals=avals, lowering=lowering)
+    io = effect == "io"
+    return host_call_p.bind(*dynamic, call=call, out_avals=avals, lowering=lowering, io=io)
 
 
 # A primitive of our own rather than calling buffer_callback/pure_callback while tracing: the
@@ -203,16 +228,17 @@ host_call_p = Primitive("host_call")
 host_call_p.multiple_results = True
 
 
-def _host_call_abstract_eval(*args, call, out_avals, lowering):
+def _host_call_abstract_eval(*args, call, out_avals, lowering, io):
     del args, call, lowering
-    return [jax.core.ShapedArray(a.shape, a.dtype) for a in out_avals]
+    avals = [jax.core.ShapedArray(a.shape, a.dtype) for a in out_avals]
+    return avals, ({host_io_effect} if io else effects.no_effects)
 
 
-host_call_p.def_abstract_eval(_host_call_abstract_eval)
+host_call_p.def_effectful_abstract_eval(_host_call_abstract_eval)
 host_call_p.def_impl(functools.partial(dispatch.apply_primitive, host_call_p))
 
 
-def _host_call_batch_rule(args, dims, *, call, out_avals, lowering):
+def _host_call_batch_rule(args, dims, *, call, out_avals, lowering, io):
     # The expand_dims convention: every operand gets the new batch dimension in front (size 1
     # where unbatched), so the trampoline reads the batch from the leading dimensions.
     size = next(x.shape[d] for x, d in zip(args, dims) if d is not None)
@@ -220,23 +246,23 @@ def _host_call_batch_rule(args, dims, *, call, out_avals, lowering):
         jnp.expand_dims(x, 0) if d is None else jnp.moveaxis(x, d, 0) for x, d in zip(args, dims)
     ]
     batched = tuple(jax.ShapeDtypeStruct((size, *a.shape), a.dtype) for a in out_avals)
-    out = host_call_p.bind(*moved, call=call, out_avals=batched, lowering=lowering)
+    out = host_call_p.bind(*moved, call=call, out_avals=batched, lowering=lowering, io=io)
     return out, [0] * len(out)
 
 
 batching.primitive_batchers[host_call_p] = _host_call_batch_rule
 
 
-def _host_call_jvp_rule(primals, tangents, *, call, out_avals, lowering):
+def _host_call_jvp_rule(primals, tangents, *, call, out_avals, lowering, io):
     """Routes a derivative of the bare primitive to the host function's own rule.
 
     JAX inlines a `custom_jvp` function that it partially evaluates with some inputs unknown
     (`partial_eval.py`: "we don't need to keep the custom JVP rule around"), as scan's partial
     evaluation under `grad` does; a second derivative then meets this primitive directly.
     """
-    out = host_call_p.bind(*primals, call=call, out_avals=out_avals, lowering=lowering)
+    out = host_call_p.bind(*primals, call=call, out_avals=out_avals, lowering=lowering, io=io)
     if call.jvp_rule is None or not out_avals:
-        raise NotImplementedError(f"no derivative rule reaches host function {call.name!r}")
+        raise ValueError(f"no derivative rule reaches host function {call.name!r}")
     core_avals = call.spec.avals
     n_batch = len(out_avals[0].shape) - len(core_avals[0].shape)
     lead = tuple(out_avals[0].shape[:n_batch])
@@ -272,7 +298,7 @@ def _host_call_jvp_rule(primals, tangents, *, call, out_avals, lowering):
 ad.primitive_jvps[host_call_p] = _host_call_jvp_rule
 
 
-def _host_call_lowering(ctx, *args, call, out_avals, lowering):
+def _host_call_lowering(ctx, *args, call, out_avals, lowering, io):
     axis_context = ctx.module_context.axis_context
     # Under plain jit over several devices, buffer_callback would run once per device on the
     # whole array; pure_callback pins the call to one device, as a host call should be.
@@ -284,7 +310,10 @@ def _host_call_lowering(ctx, *args, call, out_avals, lowering):
     packed = any(is_packed(a.dtype) for a in (*ctx.avals_in, *out_avals))
     if not spread and not packed and choose_lowering(lowering, on_cpu=on_cpu) == "buffer":
         assert _buffer_callback is not None
-        fn = _buffer_callback(call.buffer_trampoline, list(out_avals))
+        # has_side_effect: XLA must not remove an io call whose results are unused.
+        fn = _buffer_callback(call.buffer_trampoline, list(out_avals), has_side_effect=io)
+    elif io:
+        fn = lambda *a: io_callback(call.pure_trampoline, list(out_avals), *a)  # noqa: E731
     else:
         fn = lambda *a: jax.pure_callback(call.pure_trampoline, list(out_avals), *a)  # noqa: E731
     return mlir.lower_fun(fn, multiple_results=True)(ctx, *args)
@@ -294,25 +323,22 @@ mlir.register_lowering(host_call_p, _host_call_lowering)
 
 
 @functools.lru_cache(maxsize=4096)
-def _io_call(
-    call: HostCall, avals: tuple[jax.ShapeDtypeStruct, ...], ordered: bool
-) -> Callable[..., Any]:
-    """An io_callback (ordered or not) that batches as one host call.
+def _ordered(call: HostCall, avals: tuple[jax.ShapeDtypeStruct, ...]) -> Callable[..., Any]:
+    """An ordered io_callback that batches as one host call.
 
-    JAX refuses to vmap an ordered effect, and batches an unordered one as a `lax.map` of
-    one callback per element; `custom_vmap` makes the batched call ONE callback whose host
-    side loops over the batch in order. Nested vmaps recurse.
+    JAX refuses to vmap an ordered effect; `custom_vmap` lets the batched call stay one
+    ordered callback whose host side loops over the batch in order. Nested vmaps recurse.
     """
 
     @jax.custom_batching.custom_vmap
     def f(*dynamic):
-        return tuple(io_callback(call.pure_trampoline, list(avals), *dynamic, ordered=ordered))
+        return tuple(io_callback(call.pure_trampoline, list(avals), *dynamic, ordered=True))
 
     @f.def_vmap
     def _rule(axis_size, in_batched, *dynamic):
         moved = [x if b else jnp.expand_dims(x, 0) for x, b in zip(dynamic, in_batched)]
         batched = tuple(jax.ShapeDtypeStruct((axis_size, *a.shape), a.dtype) for a in avals)
-        out = _io_call(call, batched, ordered)(*moved)
+        out = _ordered(call, batched)(*moved)
         return out, tuple(True for _ in out)
 
     return f

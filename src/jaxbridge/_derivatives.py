@@ -118,7 +118,8 @@ class _Rule:
         return lambda *dynamic: list(f(*dynamic))
 
     def jvp(self, entry: _Entry, primals, tangents):
-        raise TypeError(NO_RULE.format(name=self.host.name))
+        # ValueError: what JAX raises for `grad` of a `pure_callback` without a rule.
+        raise ValueError(NO_RULE.format(name=self.host.name))
 
     # -- shared by the rules -------------------------------------------------------------
 

@@ -271,9 +271,21 @@ def check_result(
 
 
 def _kind(dtype: np.dtype) -> str:
-    # Signed and unsigned integers are one kind: a Python int returned for a uint8 result is
-    # converted, and the value check catches -1.
-    return "i" if dtype.kind == "u" else dtype.kind
+    """'b', 'i', 'f' or 'c', by JAX's types: ml_dtypes' bfloat16 or int4 are NumPy kind 'V'.
+
+    Signed and unsigned integers are one kind: a Python int returned for a uint8 result is
+    converted, and the value check catches -1.
+    """
+    if dtype.kind in "biufc":
+        return "i" if dtype.kind == "u" else dtype.kind
+    for kind, base in (("b", np.bool_), ("i", np.integer), ("f", np.floating)):
+        if _dtypes.issubdtype(dtype, base):
+            return kind
+    return "c" if _dtypes.issubdtype(dtype, np.complexfloating) else dtype.kind
+
+
+def _signed(dtype: np.dtype) -> bool:
+    return _dtypes.issubdtype(dtype, np.signedinteger)
 
 
 def _changed_value(arr: np.ndarray, dest: np.ndarray) -> Any:
@@ -284,9 +296,10 @@ def _changed_value(arr: np.ndarray, dest: np.ndarray) -> Any:
     but a finite value must not become infinite (float16 receiving 1e6) or NaN.
     """
     src, dst = arr.dtype, dest.dtype
-    if src.kind in "iu":
+    if _kind(src) == "i":
         wider = _dtypes.itemsize_bits(dst) - _dtypes.itemsize_bits(src)
-        if (src.kind == dst.kind and wider >= 0) or (src.kind == "u" and wider > 0):
+        same_sign = _signed(src) == _signed(dst)
+        if (wider > 0 or same_sign) and (_signed(dst) or not _signed(src)) and wider >= 0:
             return None  # every value of `src` fits
         wrong = dest.astype(src) != arr
     else:
