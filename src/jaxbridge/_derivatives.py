@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.custom_derivatives import SymbolicZero
 
-from . import _spec
+from . import _errors, _spec
 from ._linear import _Fn, linear_call
 
 if TYPE_CHECKING:
@@ -34,6 +34,10 @@ NEEDS_VJP = (
 NEEDS_JVP = (
     "forward mode (jvp, jacfwd) of host function {name!r} needs `jvp=` (or `jacobian=`) in "
     "`jaxbridge.host`; it has only `vjp=`."
+)
+VJP_NOT_A_TUPLE = (
+    "{rule} must return a tuple with one cotangent per positional array argument ({n} here, "
+    "`None` for an integer one); got {got}."
 )
 KEYWORD_TANGENT = (
     "host function {name!r} is differentiated with respect to the keyword argument "
@@ -290,8 +294,10 @@ class _PairRule(_Rule):
                 for t in arg_trees(entry, list(call.in_avals))
             ]
 
+            rule_name = f"`vjp=` of host function {self.host.name!r}"
+
             def vjp_adapter(args, kwargs, ct):
-                cts = tuple(vjp_fn(*args, ct, **kwargs))
+                cts = _cotangent_tuple(rule_name, vjp_fn(*args, ct, **kwargs), len(expected))
                 # `None` for an integer argument, as jax.vjp's float0: ignored, so fill zeros.
                 return (
                     tuple(
@@ -333,6 +339,26 @@ class _PairRule(_Rule):
         avals = entry.call.spec.avals
         t_out = linear_call(fwd, bwd, list(primals), lin, tuple(_tangent_avals(avals)))
         return out, [t if _is_inexact(a.dtype) else _zeros_tangent(a) for t, a in zip(t_out, avals)]
+
+
+def _cotangent_tuple(rule: str, got: Any, n: int) -> tuple[Any, ...]:
+    """`vjp=`'s return value as a tuple of `n` cotangents, one per positional argument.
+
+    A bare cotangent is accepted where there is one positional array argument (as
+    torch.autograd.Function accepts for one input); `tuple()` of it would iterate over its
+    first axis.
+    """
+    if isinstance(got, (tuple, list)) and (len(got) == n or n != 1):
+        if len(got) != n:
+            raise _errors.HostResultError(
+                VJP_NOT_A_TUPLE.format(rule=rule, n=n, got=f"a {type(got).__name__} of {len(got)}")
+            )
+        return tuple(got)
+    if n == 1:
+        return (got,)
+    raise _errors.HostResultError(
+        VJP_NOT_A_TUPLE.format(rule=rule, n=n, got=f"`{type(got).__name__}`")
+    )
 
 
 class _FiniteDifferenceRule(_Rule):
