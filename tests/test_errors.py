@@ -103,8 +103,9 @@ def test_bad_host_arguments_fail_at_wrap_time_with_pinned_messages():
     with pytest.raises(TypeError) as info:
         jaxbridge.host(np.sin, result=[jax.ShapeDtypeStruct((3,), jnp.float32), (3,)])
     assert str(info.value) == (
-        "`jaxbridge.host(result=...)` must be a pytree of `jax.ShapeDtypeStruct`; got `int` at "
-        "`[1][0]`. Build one with `jax.eval_shape` or pass `result=None` to probe."
+        "`jaxbridge.host(result=...)` must be a pytree of `jax.ShapeDtypeStruct` (or of anything "
+        "with `.shape` and `.dtype`); got `int` at `[1][0]`. Build one with `jax.eval_shape` or "
+        "pass `result=None` to probe."
     )
     with pytest.raises(ValueError) as info:
         jaxbridge.host(vmap="parallel")
