@@ -23,6 +23,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import core as jax_core
 from jax._src import dispatch, effects, sharding_impls
 from jax._src import dtypes as _dtypes
 from jax.experimental import io_callback
@@ -230,7 +231,7 @@ host_call_p.multiple_results = True
 
 def _host_call_abstract_eval(*args, call, out_avals, lowering, io):
     del args, call, lowering
-    avals = [jax.core.ShapedArray(a.shape, a.dtype) for a in out_avals]
+    avals = [jax_core.ShapedArray(a.shape, a.dtype) for a in out_avals]
     return avals, ({host_io_effect} if io else effects.no_effects)
 
 
@@ -272,7 +273,7 @@ def _host_call_jvp_rule(primals, tangents, *, call, out_avals, lowering, io):
     def rule(primals, nz_tangents):
         full = [
             jax.custom_derivatives.SymbolicZero(
-                jax.core.ShapedArray(a.shape, a.dtype).to_tangent_aval()
+                jax_core.ShapedArray(a.shape, a.dtype).to_tangent_aval()
             )
             for a in call.in_avals
         ]
@@ -290,7 +291,7 @@ def _host_call_jvp_rule(primals, tangents, *, call, out_avals, lowering, io):
     t_inexact = iter(rule(ps, ts))
     t_out = [
         next(t_inexact) if jnp.issubdtype(a.dtype, jnp.inexact) else ad.Zero(a.to_tangent_aval())
-        for a in (jax.core.ShapedArray(a.shape, a.dtype) for a in out_avals)
+        for a in (jax_core.ShapedArray(a.shape, a.dtype) for a in out_avals)
     ]
     return out, t_out
 

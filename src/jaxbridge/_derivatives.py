@@ -274,18 +274,21 @@ class _PairRule(_Rule):
         t_in = _tangent_avals(call.in_avals)
         out_tree = jax.tree_util.tree_unflatten(call.spec.treedef, _tangent_avals(call.spec.avals))
         jvp_fn, vjp_fn = self.jvp_fn, self.vjp_fn
-        fwd = bwd = None
+        fwd: Callable[..., list[Any]] | None = None
+        bwd: Callable[..., list[Any]] | None = None
         if jvp_fn is not None:
             jvp_host = self._rule_host(
                 lambda args, kwargs, ts: jvp_fn(*args, *ts, **kwargs), "jvp", out_tree
             )
 
-            def fwd(*ops):
+            def fwd_fn(*ops):
                 primals, lin = ops[:n_dyn], dict(zip(diff, ops[n_dyn:]))
                 full = [lin.get(j, jnp.zeros(a.shape, a.dtype)) for j, a in enumerate(t_in)]
                 args, kwargs = call.split.rebuild(list(primals))
                 out = jvp_host(args, kwargs, arg_trees(entry, full))
                 return jax.tree_util.tree_leaves(out)
+
+            fwd = fwd_fn
 
         if vjp_fn is not None:
             expected = tuple(arg_trees(entry, t_in))
@@ -311,12 +314,14 @@ class _PairRule(_Rule):
 
             vjp_host = self._rule_host(vjp_adapter, "vjp", expected)
 
-            def bwd(*ops):
+            def bwd_fn(*ops):
                 primals, cts = ops[:n_dyn], ops[n_dyn:]
                 args, kwargs = call.split.rebuild(list(primals))
                 ct = jax.tree_util.tree_unflatten(call.spec.treedef, list(cts))
                 got = jax.tree_util.tree_leaves(vjp_host(args, kwargs, ct))
                 return [got[j] for j in diff]
+
+            bwd = bwd_fn
 
         pair = (
             _Fn(fwd, NEEDS_JVP.format(name=self.host.name)),

@@ -6,11 +6,12 @@ import functools
 import inspect
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, overload
+from typing import Any, TypedDict, Unpack, overload
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import core as jax_core
 from jax._src import core as _core
 
 from . import _batching, _call, _errors, _spec
@@ -177,7 +178,7 @@ class _Entry:
 
     def __init__(self, host: Host, call: _call.HostCall):
         self.call = call
-        self.extra: dict[str, Any] = {}  # per-signature objects of the derivative rule
+        self.extra: dict[Any, Any] = {}  # per-signature objects of the derivative rule
         emit = functools.partial(_call.emit, call, effect=host.effect, lowering=host.lowering)
         self.emit = lambda *dynamic: emit(dynamic)
         self.traced = host.rule.wrap(self)
@@ -190,7 +191,7 @@ class _Entry:
 
 def _is_eager(dynamic: Sequence[Any]) -> bool:
     return _core.trace_ctx.is_top_level() and not any(
-        isinstance(x, jax.core.Tracer) for x in dynamic
+        isinstance(x, jax_core.Tracer) for x in dynamic
     )
 
 
@@ -225,10 +226,29 @@ def _static_args(
     return frozenset(nums), frozenset(names)
 
 
+class HostOptions(TypedDict, total=False):
+    """The keyword arguments of `jaxbridge.host`, for its overloads."""
+
+    result: ResultArg
+    vmap: Any
+    ordered: bool
+    io: bool
+    static_argnums: int | Sequence[int]
+    static_argnames: str | Sequence[str]
+    lowering: str
+    init: Callable[[], Any] | None
+    jacobian: Callable[..., Any] | None
+    jvp: Callable[..., Any] | None
+    vjp: Callable[..., Any] | None
+    derivative: Any
+
+
 @overload
-def host(fn: Callable[..., Any], /, **kwargs: Any) -> Host: ...
+def host(fn: Callable[..., Any], /, **kwargs: Unpack[HostOptions]) -> Host: ...
 @overload
-def host(fn: None = None, /, **kwargs: Any) -> Callable[[Callable[..., Any]], Host]: ...
+def host(
+    fn: None = None, /, **kwargs: Unpack[HostOptions]
+) -> Callable[[Callable[..., Any]], Host]: ...
 
 
 def host(
@@ -303,7 +323,7 @@ def host(
         >>> jax.vmap(norm)(jnp.ones((2, 4))).tolist()
         [2.0, 2.0]
     """
-    options = dict(
+    options: dict[str, Any] = dict(
         result=result,
         vmap=vmap,
         ordered=ordered,

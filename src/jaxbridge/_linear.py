@@ -14,6 +14,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+from jax import core as jax_core
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
@@ -57,7 +58,7 @@ def linear_call(
 
 def _host_linear_abstract_eval(*args, fwd, bwd, n_res, out_avals, lin_avals):
     del args, fwd, bwd, n_res, lin_avals
-    return [jax.core.ShapedArray(a.shape, a.dtype) for a in out_avals]
+    return [jax_core.ShapedArray(a.shape, a.dtype) for a in out_avals]
 
 
 host_linear_p.def_abstract_eval(_host_linear_abstract_eval)

@@ -14,6 +14,7 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax import core as jax_core
 from jax._src import dtypes as _dtypes
 
 from . import _errors
@@ -47,7 +48,7 @@ class _ById:
 
 def is_dynamic_leaf(x: Any) -> bool:
     """Whether a pytree leaf is traced (an array or Python number) rather than static."""
-    return isinstance(x, (jax.Array, np.ndarray, np.generic, int, float, complex, jax.core.Tracer))
+    return isinstance(x, (jax.Array, np.ndarray, np.generic, int, float, complex, jax_core.Tracer))
 
 
 def static_key(x: Any) -> Any:
