@@ -118,9 +118,11 @@ class custom_vjp:  # noqa: N801 - the name mirrors jax.custom_vjp
     """`jax.custom_vjp`, where arguments that are not arrays are static automatically.
 
     `bwd(res, g)` returns one cotangent per positional argument that is not in
-    `nondiff_argnums`, with `None` in the slot of each static argument. Works under `jit`,
-    `vmap` and `grad` as `jax.custom_vjp` does; forward mode (`jvp`, `jacfwd`) is not
-    available, as with JAX's.
+    `nondiff_argnums`, with `None` in the slot of each static argument. `fwd` may save
+    non-array objects in its residuals (a SymPy expression, say): `bwd` receives them
+    unchanged, as it receives static arguments; the same holds for non-array leaves of the
+    output. Works under `jit`, `vmap` and `grad` as `jax.custom_vjp` does; forward mode (`jvp`,
+    `jacfwd`) is not available, as with JAX's.
 
     Example:
         >>> import jax, sympy
@@ -130,6 +132,16 @@ class custom_vjp:  # noqa: N801 - the name mirrors jax.custom_vjp
         ...     return 2.0 * x
         >>> scale.defvjp(lambda x, label: (2.0 * x, None), lambda res, g: (2.0 * g, None))
         >>> float(jax.grad(scale)(1.0, "any object"))
+        2.0
+        >>> x = sympy.Symbol("x")
+        >>> @jaxbridge.custom_vjp
+        ... def square(expr, v):
+        ...     return v**2
+        >>> square.defvjp(
+        ...     lambda expr, v: (v**2, (expr, v)),  # the expression saved in the residuals
+        ...     lambda res, g: (None, g * float(sympy.diff(res[0], x).subs(x, 1)) * res[1]),
+        ... )
+        >>> float(jax.grad(square, argnums=1)(x**2, 1.0))
         2.0
     """
 

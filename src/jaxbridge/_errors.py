@@ -39,7 +39,7 @@ BAD_RESULT_SPEC = (
 )
 
 VALUE_CHANGING_CAST = (
-    "{rule} returned a value at `{path}` that {dtype} cannot hold: expected {expected}, got "
+    "{rule} returned a value{where} that {dtype} cannot hold: expected {expected}, got "
     "{got} containing {value!r}. Only conversions that keep every value are made (float64 to "
     "float32 may round, int64 to int32 must fit); convert explicitly, or declare a wider "
     "dtype in `result=`."

@@ -260,7 +260,7 @@ def check_result(
             raise _errors.HostResultError(
                 _errors.VALUE_CHANGING_CAST.format(
                     rule=rule,
-                    path=spec.paths[i],
+                    where=f" at `{spec.paths[i]}`" if spec.paths[i] else "",
                     expected=_errors.shape_str(shape, aval.dtype),
                     got=_errors.shape_str(arr.shape, arr.dtype),
                     value=bad,
