@@ -39,7 +39,6 @@ except ImportError:  # pragma: no cover
     _buffer_callback = None
 
 LOWERINGS = ("auto", "buffer", "pure")
-EFFECTS = ("pure", "io", "ordered")
 
 
 def is_packed(dtype: Any) -> bool:

@@ -277,16 +277,22 @@ def host(
     Args:
         fn: the host function. Omit it to use `host(...)` as a decorator factory.
         result: the result spec: `None` probes it by calling `fn` once per new input
-            signature on zero-filled arrays; a pytree of `jax.ShapeDtypeStruct`; or a
-            callable receiving the arguments as `ShapeDtypeStruct`s and returning that pytree.
+            signature on zero-filled arrays (with `io=True` or `ordered=True`, `None` means
+            "returns nothing" instead, as `io_callback(fn, None, x)`, so no probe runs the side
+            effect); a pytree of anything with `.shape` and `.dtype` (`jax.ShapeDtypeStruct`,
+            `jax.core.ShapedArray`, an array, or a traced argument itself); or a callable
+            receiving the arguments as `ShapeDtypeStruct`s and returning such a pytree.
         vmap: what a batch does on the host, always as ONE host call: `"sequential"` loops
             over the elements (each call sees unbatched shapes); `"vectorized"` calls `fn` once
             with every array argument stacked to `(B, *shape)`, B the product of all vmapped
             sizes; or an executor (`jaxbridge.Threads`, `Processes`, `Ray`).
-        ordered: side effects in program order, never removed as dead code (`io_callback`
-            semantics); under vmap the host loops over the batch in order. Declare
-            `result=` (`()` for a function that returns nothing) so that no probe call runs
-            the side effect at trace time.
+        ordered: side effects in program order, never removed as dead code
+            (`io_callback(ordered=True)`); under vmap the host loops over the batch in order.
+            JAX refuses it under `vmap` of `while_loop` and `cond`.
+        io: side effects never removed as dead code, in any order
+            (`io_callback(ordered=False)`); works under `vmap` of `while_loop` and `cond`,
+            where a batched predicate makes JAX run the body or both branches for every
+            element (as for `jax.debug.callback`).
         static_argnums: positions of arguments to treat as static even if they are numbers.
         static_argnames: names of arguments to treat as static even if they are numbers.
         lowering: `"auto"` (buffer_callback on CPU, pure_callback elsewhere), `"buffer"` or
@@ -304,13 +310,15 @@ def host(
         A callable with `fn`'s name and docstring.
 
     Raises:
-        TypeError: `result` is not a pytree of `jax.ShapeDtypeStruct`.
+        TypeError: a leaf of `result` has no `.shape` and `.dtype`.
         ValueError: an unknown `vmap` or `lowering`.
 
     Under `jax.jit` the function receives arrays of the traced shapes and JAX's canonical
-    dtypes (float32 unless x64 is on); under `jax.vmap` see `vmap` above. Returned arrays are
-    converted to the result dtype only within a kind (float64 to float32). Without a
-    derivative rule, differentiating raises an error naming the arguments to pass.
+    dtypes (float32 unless x64 is on); under `jax.vmap` see `vmap` above. Every JAX dtype
+    crosses, sub-byte ones (int4, float4_e2m1fn) included. Returned arrays are converted to the
+    result dtype only within a kind and only where no value changes (float64 to float32 may
+    round; 300 into int8 raises `HostResultError`). Without a derivative rule, differentiating
+    raises a `ValueError` naming the arguments to pass.
 
     Example:
         >>> import jax, jax.numpy as jnp, numpy as np
