@@ -97,3 +97,18 @@ def test_x64_off_float64_and_int64_results_are_canonicalised(lowering):
     big = jaxbridge.host(lambda x: np.int64(2**40))
     with pytest.raises(Exception, match="int32 cannot hold"):
         jax.block_until_ready(jax.jit(big)(jnp.ones(2)))
+
+
+def test_the_small_array_overflow_shortcut_agrees_with_the_exact_check():
+    # small float arrays are checked with Python's min/max; NaN in any position, infinities
+    # and values just past the target's range must give the exact answer
+    from jaxbridge import _spec
+
+    rng = np.random.default_rng(0)
+    pool = np.array([np.nan, np.inf, -np.inf, 1.0, -2.0, 1e39, -1e39, 3e38, 70000.0, 65519.0])
+    for _ in range(500):
+        a = rng.choice(pool, rng.integers(1, 8))
+        for dt in (np.float32, np.float16):
+            with np.errstate(all="ignore"):
+                exact = bool(np.any(np.isfinite(a) & ~np.isfinite(a.astype(dt))))
+            assert (_spec._cast_into("float", a, np.empty(a.shape, dt)) is not None) == exact

@@ -155,3 +155,24 @@ def test_checkpoint_takes_pure_calls_and_refuses_side_effects(kind):
         return
     with pytest.raises(NotImplementedError, match="Effects not supported in partial-eval"):
         jax.grad(loss)(jnp.ones(2))
+
+
+def test_io_decorator_form_and_no_retrace():
+    log = []
+
+    @jaxbridge.host(io=True)
+    def note(x):
+        log.append(float(x))
+
+    traces = []
+
+    @jax.jit
+    def f(x):
+        traces.append(1)
+        note(x)
+        return x * 2
+
+    for v in (1.0, 2.0, 3.0):
+        f(jnp.float32(v))
+    assert (log, len(traces)) == ([1.0, 2.0, 3.0], 1)
+    assert note.__name__ == "note"

@@ -331,12 +331,14 @@ def _cast_into(check: str, arr: np.ndarray, dest: np.ndarray) -> Any:
     else:
         if arr.size <= 64:
             # Values within ±max of the target cannot overflow: check them in Python (cheaper
-            # than np.errstate and a reduction for a per-step call); NaN fails the comparison.
+            # than np.errstate and a reduction for a per-step call). min/max skip a NaN that
+            # is not first, and a NaN first fails the comparison: either way no finite value
+            # beyond ±max passes.
             top = _float_max(dest.dtype)
             values = arr.ravel().tolist()
             if arr.dtype.kind == "c":
                 values = [part for v in values for part in (v.real, v.imag)]
-            if all(-top <= v <= top for v in values):
+            if not values or (-top <= min(values) and max(values) <= top):
                 dest[...] = arr
                 return None
         with np.errstate(all="ignore"):  # float16 receiving 1e6 warns; we raise instead
