@@ -172,6 +172,26 @@ def test_eager_call_passes_read_only_numpy_arrays(mode):
     assert seen == [(np.ndarray, False), (np.ndarray, False)]
 
 
+def test_arguments_kept_by_the_host_function_keep_their_values(mode, lowering):
+    """JAX's io tests keep the host function's arguments (`x_lst.append(x)`) and read them
+    after the call; with `pure_callback` they keep their values. So must jaxbridge's: an
+    argument that outlives the call must not turn into a view of a freed XLA buffer."""
+    kept = []
+
+    def keep(x):
+        kept.append(x)
+        return x * 2
+
+    f = jax.jit(mode.host(keep, result=sds((256,))))
+    for i in range(4):
+        jax.block_until_ready(f(jnp.full(256, float(i)) + 1.0))
+    for _ in range(8):  # reuse XLA's freed buffers
+        jax.block_until_ready(jax.jit(lambda x: x * 3.0 + 7.0)(jnp.full(256, 99.0)))
+    jax.effects_barrier()
+    assert [float(k[0]) for k in kept] == [1.0, 2.0, 3.0, 4.0]
+    assert all(np.all(k == k[0]) for k in kept)
+
+
 def test_host_function_calling_jax_does_not_deadlock(mode):
     def fn(x):
         y = jnp.asarray(x) + 1
