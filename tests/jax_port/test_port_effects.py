@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax import lax
+from jax.experimental import io_callback
 
 import jaxbridge
 
@@ -120,9 +121,7 @@ def test_ordered_call_under_vmap_loops_over_the_batch_in_order():
     `ordered=True` runs the batch as one host call that loops over the elements in order."""
     with pytest.raises(ValueError, match="Cannot `vmap` ordered IO callback"):
         jax.vmap(
-            lambda x: jax.experimental.io_callback(
-                lambda x: x, jax.ShapeDtypeStruct((), I32), x, ordered=True
-            )
+            lambda x: io_callback(lambda x: x, jax.ShapeDtypeStruct((), I32), x, ordered=True)
         )(jnp.arange(4, dtype=I32))
     log = []
     f = jaxbridge.host(

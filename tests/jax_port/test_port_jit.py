@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax._src import test_util as jtu
+from jax.core import ShapedArray, eval_jaxpr
 
 import jaxbridge
 
@@ -185,8 +186,9 @@ def test_arguments_kept_by_the_host_function_keep_their_values(mode, lowering):
     f = jax.jit(mode.host(keep, result=sds((256,))))
     for i in range(4):
         jax.block_until_ready(f(jnp.full(256, float(i)) + 1.0))
+    churn = jax.jit(lambda x: x * 3.0 + 7.0)
     for _ in range(8):  # reuse XLA's freed buffers
-        jax.block_until_ready(jax.jit(lambda x: x * 3.0 + 7.0)(jnp.full(256, 99.0)))
+        jax.block_until_ready(churn(jnp.full(256, 99.0)))
     jax.effects_barrier()
     assert [float(k[0]) for k in kept] == [1.0, 2.0, 3.0, 4.0]
     assert all(np.all(k == k[0]) for k in kept)
@@ -209,6 +211,29 @@ def test_host_function_that_is_a_compiled_executable(mode):
     f = mode.host(compiled, result=sds(()))
     out = _in_thread(lambda: jax.jit(f)(jnp.float32(2.0)))
     np.testing.assert_allclose(out, np.sin(np.float32(2.0)), rtol=1e-6)
+
+
+def test_host_function_blocking_on_jax_does_not_deadlock(mode):
+    """jax#24255 (JAX skips it as slow at 500x500): a host function that blocks on a jitted
+    JAX computation, called repeatedly with its results accumulated asynchronously."""
+    eig = jax.jit(jnp.linalg.eig)
+
+    def fn(x):
+        assert x.dtype == np.complex64
+        return tuple(jax.block_until_ready(eig(x)))  # EigResult: see test_port_pytrees
+
+    spec = (jax.ShapeDtypeStruct((8,), jnp.complex64), jax.ShapeDtypeStruct((8, 8), jnp.complex64))
+    f = mode.host(fn, result=spec)
+    a = jnp.eye(8, dtype=jnp.complex64) * 2.0
+
+    def run():
+        total = jnp.zeros((8, 8), jnp.complex64)
+        for _ in range(3):
+            total = total + jax.jit(f)(a)[1]
+        return jax.block_until_ready(total)
+
+    total = _in_thread(run)
+    np.testing.assert_allclose(np.abs(total), 3 * np.eye(8), atol=1e-6)
 
 
 def _in_thread(fn, seconds=60):
@@ -285,7 +310,7 @@ def test_eval_jaxpr_of_sequential_vmap_under_compile_time_eval():
     f = jaxbridge.host(lambda x: x, result=sds(()), vmap="sequential")
     jaxpr = jax.make_jaxpr(lambda: jax.vmap(f)(jnp.arange(8, dtype=F32)))()
     with jax.ensure_compile_time_eval():
-        (out,) = jax.core.eval_jaxpr(jaxpr.jaxpr, jaxpr.consts)
+        (out,) = eval_jaxpr(jaxpr.jaxpr, jaxpr.consts)
     np.testing.assert_array_equal(out, np.arange(8, dtype=np.float32))
 
 
@@ -296,7 +321,7 @@ def test_eval_jaxpr_of_sequential_vmap_under_compile_time_eval():
     "make",
     [
         pytest.param(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), id="ShapeDtypeStruct"),
-        pytest.param(lambda x: jax.core.ShapedArray(x.shape, x.dtype), id="ShapedArray"),
+        pytest.param(lambda x: ShapedArray(x.shape, x.dtype), id="ShapedArray"),
         pytest.param(lambda x: np.zeros(x.shape, x.dtype), id="numpy"),
         pytest.param(lambda x: jnp.zeros(x.shape, x.dtype), id="jax_array"),
         pytest.param(lambda x: x, id="traced_argument"),
@@ -314,7 +339,7 @@ def test_result_accepts_anything_with_shape_and_dtype(mode, make):
 
 
 def test_result_accepts_a_pytree_of_shaped_arrays(mode):
-    spec = {"y": [jax.core.ShapedArray((), F32)], "n": np.zeros(2, np.int32)}
+    spec = {"y": [ShapedArray((), F32)], "n": np.zeros(2, np.int32)}
     f = mode.host(lambda x: {"y": [x], "n": np.arange(2, dtype=np.int32)}, result=spec)
     out = jax.jit(f)(jnp.float32(2.0))
     jax.effects_barrier()

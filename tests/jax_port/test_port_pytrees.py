@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -31,8 +31,8 @@ def test_pytree_arguments_and_return_values(mode):
 
 
 class State(NamedTuple):
-    q: jax.Array
-    n: jax.Array
+    q: Any  # an array, or its ShapeDtypeStruct in the result spec
+    n: Any
 
 
 def test_nested_pytrees_with_namedtuples_and_mixed_dtypes(mode):
@@ -64,3 +64,27 @@ def test_pytree_results_under_vmap(mode):
     jax.effects_barrier()
     np.testing.assert_array_equal(out["a"], [1.0, 2.0, 3.0])
     np.testing.assert_array_equal(out["b"][0], [0.0, 2.0, 4.0])
+
+
+def test_namedtuple_result_where_a_tuple_is_declared(mode):
+    """`pure_callback` checks only the result's leaves, so a NumPy 2 linalg result (a
+    namedtuple such as `EighResult`) matches a declared tuple of the same length. A drop-in
+    must accept it: `host(np.linalg.eigh, result=(w, v))` is the natural spelling."""
+    a = jnp.array([[2.0, 1.0], [1.0, 3.0]], F32)
+    spec = (sds((2,)), sds((2, 2)))
+    w, v = jax.jit(mode.host(np.linalg.eigh, result=spec))(a)
+    jax.effects_barrier()
+    w_ref, v_ref = jnp.linalg.eigh(a)
+    np.testing.assert_allclose(w, w_ref, rtol=1e-5)
+    np.testing.assert_allclose(np.abs(v), np.abs(v_ref), rtol=1e-5)
+    ref = jax.jit(lambda a: jax.pure_callback(np.linalg.eigh, spec, a))(a)
+    np.testing.assert_allclose(w, ref[0], rtol=1e-6)
+
+
+def test_list_result_where_a_tuple_is_declared_matches_pure_callback(mode):
+    spec = (sds((2,)), sds((2,)))
+    out = jax.jit(mode.host(lambda x: [x, 2 * x], result=spec))(jnp.ones(2))
+    jax.effects_barrier()
+    ref = jax.jit(lambda x: jax.pure_callback(lambda x: [x, 2 * x], spec, x))(jnp.ones(2))
+    assert type(out) is type(ref) is tuple
+    np.testing.assert_array_equal(out[1], ref[1])
