@@ -100,12 +100,11 @@ def test_vjp_may_return_a_bare_array_for_one_argument(mode):
 def test_vjp_of_two_arguments_returning_one_cotangent_says_a_tuple_is_expected(mode):
     f = mode.host(
         lambda x, y: x * y,
-        result=_like,
+        result=jax.ShapeDtypeStruct((), F32),
         vjp=lambda x, y, ct: ct * y,  # wrong: one cotangent per positional argument
     )
-    with pytest.raises(Exception, match="tuple") as info:
+    with pytest.raises(Exception, match=r"tuple with one cotangent per positional"):
         jax.block_until_ready(jax.jit(jax.grad(f))(2.0, 3.0))
-    assert "one" in str(info.value) and "per positional argument" in str(info.value)
 
 
 def test_check_grads_in_float64(x64):

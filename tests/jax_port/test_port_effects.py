@@ -173,22 +173,35 @@ def test_batching_with_side_effects_in_while_loop():
 
 
 @pytest.mark.parametrize("options", IO_MODES)
-def test_cannot_vmap_cond_of_io_calls_with_a_batched_predicate(options):
-    """As JAX: under vmap a batched predicate turns `cond` into `select`, which would run
-    both branches' side effects; JAX refuses ("IO effect not supported in vmap-of-cond")."""
-    say = jaxbridge.host(lambda: None, result=(), **options)
+def test_vmap_of_cond_with_a_batched_predicate_runs_only_the_taken_branches(options):
+    """Under vmap a batched predicate turns `cond` into `select`, which runs both branches.
+    JAX refuses io effects there ("IO effect not supported in vmap-of-cond"). jaxbridge must
+    refuse too, or run exactly the taken branch's side effect per element: never the others."""
+    log = []
+    yes = jaxbridge.host(lambda x: log.append(("yes", float(x))), result=(), **options)
+    no = jaxbridge.host(lambda x: log.append(("no", float(x))), result=(), **options)
 
-    def f(pred):
-        return lax.cond(pred, lambda: say(), lambda: say())
+    def f(pred, x):
+        return lax.cond(pred, lambda: yes(x), lambda: no(x))
 
-    with pytest.raises(NotImplementedError, match="vmap-of-cond"):
-        jax.vmap(f)(jnp.array([True, True]))
+    try:
+        jax.vmap(f)(jnp.array([True, False, True]), jnp.arange(3.0))
+        jax.effects_barrier()
+    except NotImplementedError as e:
+        assert "vmap-of-cond" in str(e)
+        assert log == []
+    else:
+        assert sorted(log) == [("no", 1.0), ("yes", 0.0), ("yes", 2.0)]
 
 
 @pytest.mark.parametrize("options", IO_MODES)
-def test_cannot_vmap_while_of_io_calls_with_a_batched_predicate(options):
-    """As JAX: "... not supported in while_loop with batched predicate" (or, ordered, in vmap)."""
-    check = jaxbridge.host(lambda i: None, result=(), **options)
+def test_vmap_of_while_with_a_batched_predicate_runs_only_live_iterations(options):
+    """A batched predicate keeps the loop going until every element is done; JAX refuses io
+    effects there ("... not supported in while_loop with batched predicate", or for ordered
+    ones "... not supported in vmap"). jaxbridge must refuse too, or run the body's side effect
+    only for elements whose own loop is still running."""
+    log = []
+    check = jaxbridge.host(lambda i: log.append(int(i)), result=(), **options)
 
     def f(i):
         def body(i):
@@ -197,8 +210,15 @@ def test_cannot_vmap_while_of_io_calls_with_a_batched_predicate(options):
 
         return lax.while_loop(lambda i: i < 5, body, i)
 
-    with pytest.raises(Exception, match="not supported in"):
-        jax.vmap(f)(jnp.array([0, 4]))
+    try:
+        out = jax.vmap(f)(jnp.array([0, 4]))
+        jax.effects_barrier()
+    except Exception as e:
+        assert "not supported in" in str(e)
+        assert log == []
+    else:
+        np.testing.assert_array_equal(out, [5, 5])
+        assert sorted(log) == [0, 1, 2, 3, 4, 4]
 
 
 def test_ordered_calls_keep_program_order_across_calls():
