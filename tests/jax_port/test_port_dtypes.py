@@ -219,15 +219,28 @@ def test_sub_byte_results(lowering, dtype):
 
 @pytest.mark.parametrize("dtype", SUB_BYTE)
 def test_non_default_stride_sub_byte_results(lowering, dtype):
-    n = 24
-    base = np.arange(n) % (4 if "2" in dtype.replace("e2m1", "") else 8)
+    base = np.arange(24) % (4 if dtype in ("int2", "uint2") else 8)
     x = jnp.asarray(base.astype(dtype).reshape(2, 3, 4))
-    f = jax.jit(jaxbridge.host(np.asfortranarray, result=jax.ShapeDtypeStruct(x.shape, x.dtype)))
+    seen = []
+
+    def fortran(v):
+        seen.append(np.array(v))
+        return np.asfortranarray(v)
+
+    f = jax.jit(jaxbridge.host(fortran, result=jax.ShapeDtypeStruct(x.shape, x.dtype)))
     np.testing.assert_array_equal(f(x), x)
+    np.testing.assert_array_equal(seen[-1], np.asarray(x))  # what the host read
 
 
 @pytest.mark.parametrize("dtype", ["int4", "uint4"])
 def test_sub_byte_under_vmap(lowering, dtype):
-    x = jnp.asarray(np.arange(12).reshape(3, 4).astype(dtype))
-    f = jaxbridge.host(lambda v: v, result=jax.ShapeDtypeStruct((4,), dtype))
+    x = jnp.asarray((np.arange(12) % 8).reshape(3, 4).astype(dtype))
+    seen = []
+
+    def keep(v):
+        seen.append(np.array(v))
+        return v
+
+    f = jaxbridge.host(keep, result=jax.ShapeDtypeStruct((4,), dtype))
     np.testing.assert_array_equal(jax.jit(jax.vmap(f))(x), x)
+    np.testing.assert_array_equal(np.stack(seen[-3:]), np.asarray(x))
