@@ -237,13 +237,22 @@ def test_host_function_blocking_on_jax_does_not_deadlock(mode):
 
 
 def _in_thread(fn, seconds=60):
-    """Runs `fn` in a thread and fails the test if it hangs (a deadlock)."""
+    """Runs `fn` in a thread and fails the test if it hangs (a deadlock); re-raises here
+    what it raised there."""
     box: list = []
-    t = threading.Thread(target=lambda: box.append(np.asarray(fn())), daemon=True)
+
+    def target():
+        try:
+            box.append(np.asarray(fn()))
+        except BaseException as e:  # handed to the test's own thread
+            box.append(e)
+
+    t = threading.Thread(target=target, daemon=True)
     t.start()
     t.join(seconds)
     assert not t.is_alive(), "deadlock: the call did not return"
-    assert box, "the call raised in its thread"
+    if isinstance(box[0], BaseException):
+        raise box[0]
     return box[0]
 
 
