@@ -24,7 +24,7 @@ IO_MODES = [
 ]
 
 
-def test_io_call_can_mutate_state(mode):
+def test_host_call_can_mutate_state(mode):
     count = 0
 
     def bump():
@@ -57,6 +57,23 @@ def test_io_call_with_unused_result_is_not_removed(options):
     g(2.0)
     jax.effects_barrier()
     assert sorted(log) == [1.0, 2.0]
+
+
+@pytest.mark.parametrize("options", IO_MODES)
+def test_identical_io_calls_are_not_merged(options):
+    """Two io calls with the same arguments are two side effects: neither is merged away."""
+    log = []
+    f = jaxbridge.host(lambda x: log.append(float(x)), result=(), **options)
+
+    @jax.jit
+    def g(x):
+        f(x)
+        f(x)
+        return x
+
+    g(3.0)
+    jax.effects_barrier()
+    assert log == [3.0, 3.0]
 
 
 @pytest.mark.parametrize("options", IO_MODES)
