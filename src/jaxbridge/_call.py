@@ -5,9 +5,9 @@ A call is the primitive `host_call_p`. On CPU it lowers through
 NumPy views and its result is written straight into XLA's output buffers. Elsewhere (GPU, where
 `np.asarray` of a buffer fails, jax#38173), over several devices under plain jit, for packed
 sub-byte dtypes (int4, float4_e2m1fn, ...: see `is_packed`), or when asked, it lowers through
-`jax.pure_callback`. `io=True` is the same primitive carrying an effect of its own
-(`HostIOEffect`), so JAX never removes it as dead code, and XLA's custom call is marked as having
-a side effect. `ordered=True` uses an ordered `jax.experimental.io_callback` inside a
+`jax.pure_callback`. `io=True` is the same primitive carrying the effect of
+`io_callback(ordered=False)`, so JAX never removes it as dead code, and XLA's custom call is marked
+as having a side effect. `ordered=True` uses an ordered `jax.experimental.io_callback` inside a
 `custom_vmap`. Batching follows the expand_dims convention (the batch is
 the leading dimensions, size 1 where an operand is unbatched), so a batch is ONE host call.
 """
@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -24,14 +26,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import core as jax_core
+from jax._src import callback as _jax_callback
 from jax._src import dispatch, effects, sharding_impls
 from jax._src import dtypes as _dtypes
+from jax._src.custom_batching import custom_vmap_p as _custom_vmap_p
 from jax.experimental import io_callback
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
 from . import _errors, _spec
-from ._batching import AbstractBatching
+from ._batching import AbstractBatching, Sequential, Vectorized
 
 try:  # jax 0.10 ships it as experimental; keep working if it moves or goes
     from jax.experimental.buffer_callback import buffer_callback as _buffer_callback
@@ -160,12 +164,56 @@ class HostCall:
         return _errors.HostError(_errors.format_host_exception(self.name, e))
 
     def buffer_trampoline(self, ctx: Any, outs: Sequence[Any], *ins: Any) -> None:
+        """A pure call: the host function reads XLA's buffers through zero-copy views.
+
+        XLA frees or reuses those buffers once the call returns, so a view the function keeps
+        would silently change value. Every view of an input (`x[1:]`, a reshape, a vmap
+        element) holds a reference to the array made here, so a reference count that grew
+        during the call means the function kept one: that raises, naming the argument.
+        """
         del ctx  # the CPU stream: nothing to synchronise with
         arrays = [np.asarray(b) for b in ins]
         for a in arrays:
             # XLA owns these buffers: a host function that writes to its input must fail
             # loudly, not corrupt the caller's array.
             a.flags.writeable = False
+        counts = [sys.getrefcount(a) for a in arrays]
+        try:
+            self.run(arrays, [np.asarray(b) for b in outs])
+        except Exception as e:
+            raise self._fail(e) from e
+        if [sys.getrefcount(a) for a in arrays] != counts:
+            kept = self._kept(arrays, counts)
+            if kept is not None:
+                raise self._fail(_errors.HostError(self._kept_message(kept)))
+
+    def _kept(self, arrays: list[np.ndarray], counts: list[int]) -> int | None:
+        """The first argument whose reference count stayed above `counts`, or None."""
+        # jaxlib keeps a reference to the last NumPy array handed to JAX (`jnp.asarray(x)` or
+        # a jitted call on `x` inside the host function) until the next transfer: make one.
+        jax.device_put(np.zeros((), np.int8))
+        # A pool's worker thread may drop its references to the chunks just after it reports
+        # them done: give it a moment before calling a reference kept.
+        for _ in range(50):
+            after = [sys.getrefcount(a) for a in arrays]
+            kept = [i for i in range(len(arrays)) if after[i] > counts[i]]
+            if not kept:
+                return None
+            if isinstance(self.batching, (Sequential, Vectorized)):
+                break  # every reference of these in-thread strategies is gone by now
+            time.sleep(0.001)
+        return kept[0]
+
+    def _kept_message(self, i: int) -> str:
+        return _errors.KEPT_ARGUMENT.format(name=self.name, arg=self.split.describe(i, self.fn))
+
+    def io_buffer_trampoline(self, ctx: Any, outs: Sequence[Any], *ins: Any) -> None:
+        """An io call: the host function gets copies it owns, so it may keep its arguments
+        (`log.append(x)`, as JAX's own io tests do)."""
+        del ctx
+        arrays = [np.asarray(b).copy() for b in ins]
+        for a in arrays:
+            a.flags.writeable = False  # as in a pure call: writing to an argument is a bug
         try:
             self.run(arrays, [np.asarray(b) for b in outs])
         except Exception as e:
@@ -184,26 +232,11 @@ class HostCall:
         return outs
 
 
-class HostIOEffect(effects.Effect):
-    """The effect of an `io=True` host call: never removed as dead code, any order.
-
-    JAX's own IO effect (`io_callback(ordered=False)`) is refused by `vmap` of `cond` and of a
-    `while_loop` with a batched predicate; this one is allowed there, with the semantics of
-    `jax.debug.callback`: JAX runs both branches (or the body until the last element is done)
-    for every element, so the call runs for those elements too. Not allowed in `jax.checkpoint`
-    (rematerialising would run the side effect twice), as JAX's is not.
-    """
-
-    def __repr__(self) -> str:
-        return "jaxbridge.host(io=True)"
-
-    __str__ = __repr__
-
-
-host_io_effect = HostIOEffect()
-effects.lowerable_effects.add_type(HostIOEffect)
-effects.control_flow_allowed_effects.add_type(HostIOEffect)
-effects.custom_derivatives_allowed_effects.add_type(HostIOEffect)
+# `io=True` carries JAX's own effect of `io_callback(ordered=False)`, so JAX treats it exactly as
+# that: never removed as dead code, allowed in control flow, refused by `vmap` of `cond` and of a
+# `while_loop` with a batched predicate (where JAX would run the call for elements whose branch
+# is not taken, or whose loop has finished), and by `jax.checkpoint`.
+host_io_effect = _jax_callback._IOEffect
 
 
 def emit(call: HostCall, dynamic: Sequence[Any], *, effect: str, lowering: str) -> list[jax.Array]:
@@ -298,6 +331,16 @@ def _host_call_jvp_rule(primals, tangents, *, call, out_avals, lowering, io):
 ad.primitive_jvps[host_call_p] = _host_call_jvp_rule
 
 
+def _host_call_transpose_rule(cts, *args, call, out_avals, lowering, io):
+    # What JAX raises for its callbacks ("Pure callbacks do not support transpose"), naming
+    # the function: a host function is not known to be linear.
+    del cts, args, out_avals, lowering
+    raise ValueError(_errors.NO_TRANSPOSE.format(name=call.name, kind="io" if io else "pure"))
+
+
+ad.primitive_transposes[host_call_p] = _host_call_transpose_rule
+
+
 def _host_call_lowering(ctx, *args, call, out_avals, lowering, io):
     axis_context = ctx.module_context.axis_context
     # Under plain jit over several devices, buffer_callback would run once per device on the
@@ -311,7 +354,8 @@ def _host_call_lowering(ctx, *args, call, out_avals, lowering, io):
     if not spread and not packed and choose_lowering(lowering, on_cpu=on_cpu) == "buffer":
         assert _buffer_callback is not None
         # has_side_effect: XLA must not remove an io call whose results are unused.
-        fn = _buffer_callback(call.buffer_trampoline, list(out_avals), has_side_effect=io)
+        trampoline = call.io_buffer_trampoline if io else call.buffer_trampoline
+        fn = _buffer_callback(trampoline, list(out_avals), has_side_effect=io)
     elif io:
         fn = lambda *a: io_callback(call.pure_trampoline, list(out_avals), *a)  # noqa: E731
     else:
@@ -334,11 +378,30 @@ def _ordered(call: HostCall, avals: tuple[jax.ShapeDtypeStruct, ...]) -> Callabl
     def f(*dynamic):
         return tuple(io_callback(call.pure_trampoline, list(avals), *dynamic, ordered=True))
 
-    @f.def_vmap
     def _rule(axis_size, in_batched, *dynamic):
         moved = [x if b else jnp.expand_dims(x, 0) for x, b in zip(dynamic, in_batched)]
         batched = tuple(jax.ShapeDtypeStruct((axis_size, *a.shape), a.dtype) for a in avals)
         out = _ordered(call, batched)(*moved)
         return out, tuple(True for _ in out)
 
+    # custom_vmap copies the rule's attributes onto the `rule` parameter of its primitive: the
+    # transpose rule below finds the host function's name there.
+    _rule.jaxbridge_host_name = call.name  # pyright: ignore[reportFunctionMemberAccess]
+    f.def_vmap(_rule)
     return f
+
+
+def _ordered_transpose_rule(cts, *args, rule, **params):
+    """`custom_vmap_call` has no transpose in JAX; for an ordered host call say so by name."""
+    del cts, args, params
+    name = getattr(rule, "jaxbridge_host_name", None)
+    if name is None:  # someone else's custom_vmap: JAX's own error
+        raise NotImplementedError(
+            "Transpose rule (for reverse-mode differentiation) for 'custom_vmap_call' not "
+            "implemented"
+        )
+    raise ValueError(_errors.NO_TRANSPOSE.format(name=name, kind="ordered io"))
+
+
+if _custom_vmap_p not in ad.primitive_transposes:  # never replace a rule JAX may add
+    ad.primitive_transposes[_custom_vmap_p] = _ordered_transpose_rule

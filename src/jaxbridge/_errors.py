@@ -45,6 +45,21 @@ VALUE_CHANGING_CAST = (
     "dtype in `result=`."
 )
 
+KEPT_ARGUMENT = (
+    "host function {name!r} kept a reference to its argument {arg} after returning. Under the "
+    "default zero-copy lowering it is a view of an XLA buffer that is freed after the call, so "
+    "what it kept would silently change value. Copy what you keep (`np.array(x)` or "
+    '`x.copy()`), or pass `lowering="pure"`; `io=True` and `ordered=True` calls receive '
+    "copies they may keep."
+)
+
+NO_TRANSPOSE = (
+    "`jax.linear_transpose` of host function {name!r}: {kind} host calls do not support "
+    "transpose, as JAX's callbacks do not; a host function is not known to be linear. Use "
+    "`jax.vjp` with a derivative rule (`vjp=` or `jacobian=` in `jaxbridge.host`) instead: for "
+    "a linear function the VJP is its transpose."
+)
+
 BAD_VMAP = (
     "`jaxbridge.host(vmap=...)` must be 'sequential', 'vectorized' or an executor "
     "(jaxbridge.Threads, jaxbridge.Processes, jaxbridge.Ray); got {got!r}."
@@ -58,7 +73,7 @@ BAD_LOWERING = (
 
 def format_host_exception(name: str, exc: BaseException) -> str:
     """The text that stands for `exc` once it has crossed XLA: type, message, host frames."""
-    if isinstance(exc, HostResultError):
+    if isinstance(exc, HostError):
         return str(exc)  # our own check: the message says it all, no host frames to show
     frames = traceback.extract_tb(exc.__traceback__)
     # Drop jaxbridge's own trampoline frames: the user wants the lines of their function.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -84,6 +85,30 @@ class Split:
             if i not in self.dynamic_index
         )
         return (self.treedef, self.dynamic_index, statics)
+
+    def describe(self, i: int, fn: Callable[..., Any] | None = None) -> str:
+        """The `i`-th traced leaf as the user wrote it: "`x`", "`xs[1]`", "`w` (keyword)"."""
+        paths, _ = jax.tree_util.tree_flatten_with_path(
+            jax.tree_util.tree_unflatten(self.treedef, [0] * self.treedef.num_leaves)
+        )
+        keys = paths[self.dynamic_index[i]][0]
+        where, key, rest = keys[0], keys[1], jax.tree_util.keystr(keys[2:])
+        if getattr(where, "idx", 0) == 1:  # a keyword argument
+            return f"`{getattr(key, 'key', key)}{rest}` (keyword)"
+        position = getattr(key, "idx", 0)
+        params = []
+        try:
+            if fn is not None:
+                params = [
+                    p.name
+                    for p in inspect.signature(fn).parameters.values()
+                    if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                ]
+        except (TypeError, ValueError):  # a builtin without a signature
+            pass
+        if position < len(params):
+            return f"`{params[position]}{rest}` (position {position})"
+        return f"at position {position}{rest}"
 
     def rebuild(self, dynamic: Sequence[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
         leaves = list(self.static_leaves)
@@ -226,7 +251,11 @@ def check_result(
     shape a vectorised call adds in front of every leaf.
     """
     leaves, treedef = jax.tree_util.tree_flatten(value)
-    if treedef != spec.treedef and not (leaves == [] and spec.avals == ()):
+    if (
+        treedef != spec.treedef
+        and not (leaves == [] and spec.avals == ())
+        and not same_up_to_sequences(treedef, spec.treedef)
+    ):
         raise _errors.HostResultError(
             f"{rule} returned the wrong pytree structure: expected {spec.treedef}, got {treedef}."
         )
@@ -269,6 +298,45 @@ def check_result(
             )
         result.append(dest)
     return result
+
+
+def _is_sequence_node(node_type: Any) -> bool:
+    # A tuple subclass is a tuple or a namedtuple (NumPy 2's `EighResult`, `SVDResult`, ...).
+    return node_type is list or (isinstance(node_type, type) and issubclass(node_type, tuple))
+
+
+def same_up_to_sequences(got: Any, expected: Any) -> bool:
+    """Whether two pytree structures differ only in which sequence holds the same children.
+
+    `jax.pure_callback` compares only the leaves, so a namedtuple or a list returned where a
+    tuple of the same length is declared (and the other way round) is accepted; a different
+    number of children, other dict keys or another kind of node is not. Decided once per pair.
+    """
+    try:
+        return _same_up_to_sequences_cached(got, expected)
+    except TypeError:  # a custom node with unhashable auxiliary data
+        return _same_up_to_sequences(got, expected)
+
+
+@functools.cache
+def _same_up_to_sequences_cached(got: Any, expected: Any) -> bool:
+    return _same_up_to_sequences(got, expected)
+
+
+def _same_up_to_sequences(got: Any, expected: Any) -> bool:
+    if got == expected:
+        return True
+    got_node, expected_node = got.node_data(), expected.node_data()
+    if got_node is None or expected_node is None:
+        return False  # a leaf against a node
+    if got_node != expected_node and not (
+        _is_sequence_node(got_node[0]) and _is_sequence_node(expected_node[0])
+    ):
+        return False
+    got_children, expected_children = got.children(), expected.children()
+    return len(got_children) == len(expected_children) and all(
+        _same_up_to_sequences(g, e) for g, e in zip(got_children, expected_children)
+    )
 
 
 @functools.cache
