@@ -290,9 +290,9 @@ def host(
             (`io_callback(ordered=True)`); under vmap the host loops over the batch in order.
             JAX refuses it under `vmap` of `while_loop` and `cond`.
         io: side effects never removed as dead code, in any order
-            (`io_callback(ordered=False)`); works under `vmap` of `while_loop` and `cond`,
-            where a batched predicate makes JAX run the body or both branches for every
-            element (as for `jax.debug.callback`).
+            (`io_callback(ordered=False)`, whose effect it carries): JAX refuses it under
+            `vmap` of `cond` and of a `while_loop` with a batched predicate, where the batch
+            would run it for elements whose branch is not taken or whose loop has finished.
         static_argnums: positions of arguments to treat as static even if they are numbers.
         static_argnames: names of arguments to treat as static even if they are numbers.
         lowering: `"auto"` (buffer_callback on CPU, pure_callback elsewhere), `"buffer"` or
@@ -313,8 +313,11 @@ def host(
         TypeError: a leaf of `result` has no `.shape` and `.dtype`.
         ValueError: an unknown `vmap` or `lowering`.
 
-    Under `jax.jit` the function receives arrays of the traced shapes and JAX's canonical
-    dtypes (float32 unless x64 is on); under `jax.vmap` see `vmap` above. Every JAX dtype
+    Under `jax.jit` the function receives read-only arrays of the traced shapes and JAX's
+    canonical dtypes (float32 unless x64 is on); under `jax.vmap` see `vmap` above. A pure
+    call's arguments are zero-copy views of XLA's buffers on CPU: keeping one after returning
+    raises a `HostError` (copy what you keep); `io=True` and `ordered=True` calls receive
+    copies they may keep. Every JAX dtype
     crosses, sub-byte ones (int4, float4_e2m1fn) included. Returned arrays are converted to the
     result dtype only within a kind and only where no value changes (float64 to float32 may
     round; 300 into int8 raises `HostResultError`). Without a derivative rule, differentiating
