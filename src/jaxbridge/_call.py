@@ -185,7 +185,7 @@ class HostCall:
         if [sys.getrefcount(a) for a in arrays] != counts:
             kept = self._kept(arrays, counts)
             if kept is not None:
-                raise self._fail(_errors.HostError(self._kept_message(kept)))
+                raise self._fail(_errors.KeptArgumentError(self._kept_message(kept)))
 
     def _kept(self, arrays: list[np.ndarray], counts: list[int]) -> int | None:
         """The first argument whose reference count stayed above `counts`, or None."""

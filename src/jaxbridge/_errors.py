@@ -25,6 +25,10 @@ class HostResultError(HostError, TypeError):
     """A host function (or a derivative rule) returned the wrong structure, shape or dtype."""
 
 
+class KeptArgumentError(HostError):
+    """A pure host function kept a view of its argument, an XLA buffer freed after the call."""
+
+
 PROBE_FAILED = (
     "jaxbridge.host could not find the result shapes of {name!r}: calling it once on "
     "zero-filled arrays of the traced shapes {avals} raised {etype}: {emsg}. Pass "
@@ -73,7 +77,7 @@ BAD_LOWERING = (
 
 def format_host_exception(name: str, exc: BaseException) -> str:
     """The text that stands for `exc` once it has crossed XLA: type, message, host frames."""
-    if isinstance(exc, HostError):
+    if isinstance(exc, (HostResultError, KeptArgumentError)):
         return str(exc)  # our own check: the message says it all, no host frames to show
     frames = traceback.extract_tb(exc.__traceback__)
     # Drop jaxbridge's own trampoline frames: the user wants the lines of their function.
