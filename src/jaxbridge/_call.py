@@ -177,26 +177,32 @@ class HostCall:
             # XLA owns these buffers: a host function that writes to its input must fail
             # loudly, not corrupt the caller's array.
             a.flags.writeable = False
-        counts = [sys.getrefcount(a) for a in arrays]
+        a = None  # only `arrays` holds them now: what `_kept` compares against
+        # The per-call cost is one or two reference counts; `_kept` runs only when they differ.
+        refcount = sys.getrefcount
+        before = refcount(arrays[0]) if len(arrays) == 1 else sum(map(refcount, arrays))
         try:
             self.run(arrays, [np.asarray(b) for b in outs])
         except Exception as e:
             raise self._fail(e) from e
-        if [sys.getrefcount(a) for a in arrays] != counts:
-            kept = self._kept(arrays, counts)
+        after = refcount(arrays[0]) if len(arrays) == 1 else sum(map(refcount, arrays))
+        if after != before:
+            kept = self._kept(arrays)
             if kept is not None:
                 raise self._fail(_errors.KeptArgumentError(self._kept_message(kept)))
 
-    def _kept(self, arrays: list[np.ndarray], counts: list[int]) -> int | None:
-        """The first argument whose reference count stayed above `counts`, or None."""
+    def _kept(self, arrays: list[np.ndarray]) -> int | None:
+        """The first of `arrays` referenced by more than the list that holds it, or None."""
         # jaxlib keeps a reference to the last NumPy array handed to JAX (`jnp.asarray(x)` or
         # a jitted call on `x` inside the host function) until the next transfer: make one.
         jax.device_put(np.zeros((), np.int8))
+        control = [object() for _ in arrays]  # held by a list only, counted the same way
         # A pool's worker thread may drop its references to the chunks just after it reports
         # them done: give it a moment before calling a reference kept.
         for _ in range(50):
-            after = [sys.getrefcount(a) for a in arrays]
-            kept = [i for i in range(len(arrays)) if after[i] > counts[i]]
+            counts = [sys.getrefcount(a) for a in arrays]
+            baseline = [sys.getrefcount(c) for c in control]
+            kept = [i for i in range(len(arrays)) if counts[i] > baseline[i]]
             if not kept:
                 return None
             if isinstance(self.batching, (Sequential, Vectorized)):
