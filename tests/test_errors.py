@@ -1,5 +1,6 @@
 """Every error path: host exceptions, wrong results, bad arguments. Messages are pinned."""
 
+import collections
 import threading
 
 import jax
@@ -103,8 +104,9 @@ def test_bad_host_arguments_fail_at_wrap_time_with_pinned_messages():
     with pytest.raises(TypeError) as info:
         jaxbridge.host(np.sin, result=[jax.ShapeDtypeStruct((3,), jnp.float32), (3,)])
     assert str(info.value) == (
-        "`jaxbridge.host(result=...)` must be a pytree of `jax.ShapeDtypeStruct`; got `int` at "
-        "`[1][0]`. Build one with `jax.eval_shape` or pass `result=None` to probe."
+        "`jaxbridge.host(result=...)` must be a pytree of `jax.ShapeDtypeStruct` (or of anything "
+        "with `.shape` and `.dtype`); got `int` at `[1][0]`. Build one with `jax.eval_shape` or "
+        "pass `result=None` to probe."
     )
     with pytest.raises(ValueError) as info:
         jaxbridge.host(vmap="parallel")
@@ -157,3 +159,65 @@ def test_host_function_calling_jax_does_not_hang(strategy, lowering):
     np.testing.assert_allclose(got, 2)
     got = _with_timeout(lambda: np.asarray(jax.jit(jax.vmap(f))(jnp.ones((4, 3)))))
     np.testing.assert_allclose(got, 2)
+
+
+Eigh = collections.namedtuple("Eigh", ["w", "v"])
+
+
+@pytest.mark.parametrize(
+    "returned",
+    [lambda x: [x, 2 * x], lambda x: Eigh(x, 2 * x), lambda x: (x, 2 * x)],
+    ids=["list", "namedtuple", "tuple"],
+)
+@pytest.mark.parametrize("declared", [tuple, list], ids=["declared-tuple", "declared-list"])
+def test_sequences_of_the_same_length_match_as_in_pure_callback(returned, declared, lowering):
+    spec = declared([jax.ShapeDtypeStruct((2,), jnp.float32)] * 2)
+    f = jaxbridge.host(returned, result=spec)
+    for out in (jax.jit(f)(jnp.ones(2)), f(jnp.ones(2))):
+        assert type(out) is declared  # the declared structure, as pure_callback gives
+        np.testing.assert_array_equal(out[1], [2.0, 2.0])
+    ref = jax.pure_callback(returned, spec, jnp.ones(2))
+    assert type(ref) is declared
+
+
+@pytest.mark.parametrize(
+    ("returned", "declared", "got"),
+    [
+        (lambda x: (x, x, x), (0, 0), "PyTreeDef((*, *, *))"),  # another number of leaves
+        (lambda x: [x, [x]], (0, 0), "PyTreeDef([*, [*]])"),  # another nesting
+        (lambda x: {"b": x, "a": x}, {"a": 0, "c": 0}, "PyTreeDef({'a': *, 'b': *})"),
+        (lambda x: {"a": x, "b": x}, (0, 0), "PyTreeDef({'a': *, 'b': *})"),  # dict for tuple
+        (lambda x: Eigh(x, x), {"w": 0, "v": 0}, "namedtuple[Eigh]"),
+    ],
+    ids=["leaves", "nesting", "keys", "dict-for-tuple", "namedtuple-for-dict"],
+)
+def test_real_structure_mismatches_still_raise(returned, declared, got):
+    spec = jax.tree_util.tree_map(lambda _: jax.ShapeDtypeStruct((2,), jnp.float32), declared)
+    f = jaxbridge.host(returned, result=spec)
+    with pytest.raises(jaxbridge.HostResultError, match="returned the wrong pytree structure") as e:
+        f(jnp.ones(2))
+    assert got in str(e.value)
+
+
+@pytest.mark.parametrize("options", [{}, {"io": True}, {"ordered": True}], ids=str)
+def test_linear_transpose_message_is_pinned(options):
+    def double(x):
+        return 2 * x
+
+    f = jaxbridge.host(double, result=lambda x: x, **options)
+    kind = {"io": "io", "ordered": "ordered io"}.get(next(iter(options), ""), "pure")
+    expected = (
+        f"`jax.linear_transpose` of host function "
+        f"'test_linear_transpose_message_is_pinned.<locals>.double': {kind} host calls do not "
+        "support transpose, as JAX's callbacks do not; a host function is not known to be "
+        "linear. Use `jax.vjp` with a derivative rule (`vjp=` or `jacobian=` in "
+        "`jaxbridge.host`) instead: for a linear function the VJP is its transpose."
+    )
+    with pytest.raises(ValueError) as info:
+        jax.linear_transpose(f, jnp.ones(2))(jnp.ones(2))
+    assert str(info.value) == expected
+    # someone else's custom_vmap keeps JAX's own error
+    other = jax.custom_batching.custom_vmap(lambda x: 2 * x)
+    other.def_vmap(lambda size, batched, x: (2 * x, batched[0]))
+    with pytest.raises(NotImplementedError, match="'custom_vmap_call' not implemented"):
+        jax.linear_transpose(other, jnp.ones(2))(jnp.ones(2))

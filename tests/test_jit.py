@@ -1,6 +1,7 @@
 """Every registered host function under jit and eagerly, both lowerings, both strategies."""
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from cases import CASES, STRATEGIES
@@ -188,3 +189,57 @@ def test_explicit_lowering_argument_wins_over_the_environment(monkeypatch):
     f = jaxbridge.host(lambda x: x + 1, lowering="pure")
     text = jax.jit(f).lower(np.ones(3, np.float32)).as_text()
     assert "custom_call @xla_ffi_python_cpu_callback" in text
+
+
+def test_result_accepts_anything_with_shape_and_dtype(lowering):
+    # issue 12, item 6: as pure_callback's result_shape_dtypes
+    calls = []
+
+    def fn(x):
+        calls.append(x.shape)
+        return np.sin(x)
+
+    x = jnp.linspace(0.0, 1.0, 3)
+    specs = {
+        "ShapeDtypeStruct": jax.ShapeDtypeStruct((3,), jnp.float32),
+        "ShapedArray": jax.core.ShapedArray((3,), jnp.float32),
+        "numpy array": np.zeros(3, np.float32),
+        "jax array": jnp.zeros(3, jnp.float32),
+    }
+    for name, spec in specs.items():
+        got = jax.jit(jaxbridge.host(fn, result=spec))(x)
+        np.testing.assert_allclose(got, np.sin(np.asarray(x)), rtol=1e-6, err_msg=name)
+    assert calls == [(3,)] * len(specs)  # only the real calls: no probe ran
+    # NumPy scalars in a pytree, and a callable returning arrays
+    tree = jaxbridge.host(lambda x: {"a": x[0]}, result={"a": np.float32(0.0)})
+    np.testing.assert_allclose(jax.jit(tree)(x)["a"], 0.0)
+    computed = jaxbridge.host(lambda x: x * 2, result=lambda x: np.empty(x.shape, np.float32))
+    np.testing.assert_allclose(jax.jit(computed)(x), 2 * np.asarray(x))
+
+
+def test_result_may_be_the_traced_argument_itself(lowering):
+    # the most common pure_callback idiom: host(np.sin, result=x)(x), x a tracer
+    probes = []
+
+    def sin(x):
+        probes.append(1)
+        return np.sin(x)
+
+    @jax.jit
+    def f(x):
+        both = jaxbridge.host(lambda x: (sin(x), x), result=(x, x))(x)
+        return jaxbridge.host(sin, result=x)(x) + both[0]
+
+    x = jnp.linspace(0.0, 1.0, 4)
+    np.testing.assert_allclose(f(x), 2 * np.sin(np.asarray(x)), rtol=1e-6)
+    np.testing.assert_allclose(jax.vmap(f)(jnp.stack([x, x])), 2 * np.sin([x, x]), rtol=1e-6)
+    with jax.checking_leaks():  # the wrapper keeps only shape and dtype, no tracer
+        jax.jit(lambda x: jaxbridge.host(np.cos, result=x)(x))(x)
+    # a float64 NumPy spec with x64 off is canonicalised, as JAX does
+    g = jaxbridge.host(np.sin, result=np.zeros(4))
+    assert jax.jit(g)(x).dtype == jnp.float32
+
+
+def test_result_spec_errors_name_the_leaf():
+    with pytest.raises(TypeError, match=r"got `str` at `\['a'\]`"):
+        jaxbridge.host(np.sin, result={"a": "f32[3]"})

@@ -441,14 +441,14 @@ def expected_error(kind: str, stack: list) -> tuple[type[BaseException], ...] | 
     """The documented error for a stack the rule does not support, or None."""
     derivs = [name for name, _ in stack if name in FORWARD | REVERSE]
     if kind == "jacobian" and len(derivs) >= 3:
-        return (TypeError,)  # the second-order rule has no rule itself: names what to pass
+        return (ValueError,)  # the second-order rule has no rule itself: names what to pass
     if kind in ("pair", "jvp", "vjp"):
         if len(derivs) >= 2:  # differentiates the plain `jvp=`/`vjp=` functions: no rule
-            return (TypeError, NotImplementedError, jaxbridge.HostError)
+            return (ValueError,)
         if derivs and kind == "jvp" and derivs[0] in REVERSE:
-            return (jaxbridge.HostError,)
+            return (ValueError,)
         if derivs and kind == "vjp" and derivs[0] in FORWARD:
-            return (jaxbridge.HostError,)
+            return (ValueError,)
     return None
 
 
@@ -684,5 +684,5 @@ def test_regression_second_derivative_through_scan(kind, strategy, lowering):
         assert_trees_equal(g(x), ref(x), tol=1e-9 if kind == "jacobian" else 1e-4)
     no_rule = jaxbridge.host(np.sin)
     scanned = lambda x: jax.lax.scan(lambda c, v: (c, no_rule(v)), 0.0, x)[1]  # noqa: E731
-    with pytest.raises(TypeError, match="needs a derivative rule"):
+    with pytest.raises(ValueError, match="needs a derivative rule"):
         jax.grad(lambda x: jnp.sum(scanned(x)))(jnp.ones(2))

@@ -3,30 +3,39 @@
 A call is the primitive `host_call_p`. On CPU it lowers through
 `jax.experimental.buffer_callback`: the host function reads XLA's input buffers as zero-copy
 NumPy views and its result is written straight into XLA's output buffers. Elsewhere (GPU, where
-`np.asarray` of a buffer fails, jax#38173), over several devices under plain jit, or when asked,
-it lowers through `jax.pure_callback`. `ordered=True` uses `jax.experimental.io_callback` with a
-`custom_vmap`. Batching follows the expand_dims convention (the batch is the leading
-dimensions, size 1 where an operand is unbatched), so a batch is ONE host call.
+`np.asarray` of a buffer fails, jax#38173), over several devices under plain jit, for packed
+sub-byte dtypes (int4, float4_e2m1fn, ...: see `is_packed`), or when asked, it lowers through
+`jax.pure_callback`. `io=True` is the same primitive carrying the effect of
+`io_callback(ordered=False)`, so JAX never removes it as dead code, and XLA's custom call is marked
+as having a side effect. `ordered=True` uses an ordered `jax.experimental.io_callback` inside a
+`custom_vmap`. Batching follows the expand_dims convention (the batch is
+the leading dimensions, size 1 where an operand is unbatched), so a batch is ONE host call.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax._src import dispatch, sharding_impls
+from jax import core as jax_core
+from jax._src import callback as _jax_callback
+from jax._src import dispatch, effects, sharding_impls
+from jax._src import dtypes as _dtypes
+from jax._src.custom_batching import custom_vmap_p as _custom_vmap_p
 from jax.experimental import io_callback
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
 from . import _errors, _spec
-from ._batching import AbstractBatching
+from ._batching import AbstractBatching, Sequential, Vectorized
 
 try:  # jax 0.10 ships it as experimental; keep working if it moves or goes
     from jax.experimental.buffer_callback import buffer_callback as _buffer_callback
@@ -34,6 +43,15 @@ except ImportError:  # pragma: no cover
     _buffer_callback = None
 
 LOWERINGS = ("auto", "buffer", "pure")
+
+
+def is_packed(dtype: Any) -> bool:
+    """Whether XLA packs `dtype` several elements to a byte (int2, int4, float4_e2m1fn, ...).
+
+    NumPy (through ml_dtypes) stores such dtypes one byte per element, so a packed XLA buffer
+    cannot be viewed as a NumPy array: `np.asarray` of it would read and write past its end.
+    """
+    return _dtypes.itemsize_bits(dtype) < 8
 
 
 def choose_lowering(preference: str, *, on_cpu: bool = True) -> str:
@@ -66,6 +84,7 @@ class HostCall:
         batching: AbstractBatching,
         init: Callable[[], Any] | None = None,
         states: threading.local | None = None,
+        discard: bool = False,
     ):
         self.name = name
         self.fn = fn
@@ -76,6 +95,9 @@ class HostCall:
         self.batching = batching
         self.init = init
         self.rule = f"host function {name!r}"
+        # `io=True`/`ordered=True` with `result=None`: no result, whatever `fn` returns is
+        # dropped (as `io_callback(fn, None, x)`).
+        self.discard = discard
         # Per-thread `init()` state, shared by all signatures of one wrapped function.
         self._local = states if states is not None else threading.local()
         # `(primals, tangents) -> (primals_out, tangents_out)`: the function's derivative rule,
@@ -110,6 +132,8 @@ class HostCall:
         return self.fn(*args, **kwargs)
 
     def check(self, value: Any, outs: Sequence[np.ndarray], lead: tuple[int, ...] = ()) -> None:
+        if self.discard:
+            return
         if self._single and type(value) is np.ndarray:
             aval = self.spec.avals[0]
             if value.dtype == aval.dtype and value.shape == lead + aval.shape:
@@ -142,12 +166,62 @@ class HostCall:
         return _errors.HostError(_errors.format_host_exception(self.name, e))
 
     def buffer_trampoline(self, ctx: Any, outs: Sequence[Any], *ins: Any) -> None:
+        """A pure call: the host function reads XLA's buffers through zero-copy views.
+
+        XLA frees or reuses those buffers once the call returns, so a view the function keeps
+        would silently change value. Every view of an input (`x[1:]`, a reshape, a vmap
+        element) holds a reference to the array made here, so a reference count that grew
+        during the call means the function kept one: that raises, naming the argument.
+        """
         del ctx  # the CPU stream: nothing to synchronise with
         arrays = [np.asarray(b) for b in ins]
         for a in arrays:
             # XLA owns these buffers: a host function that writes to its input must fail
             # loudly, not corrupt the caller's array.
             a.flags.writeable = False
+        a = None  # only `arrays` holds them now: what `_kept` compares against
+        # The per-call cost is one or two reference counts; `_kept` runs only when they differ.
+        refcount = sys.getrefcount
+        before = refcount(arrays[0]) if len(arrays) == 1 else sum(map(refcount, arrays))
+        try:
+            self.run(arrays, [np.asarray(b) for b in outs])
+        except Exception as e:
+            raise self._fail(e) from e
+        after = refcount(arrays[0]) if len(arrays) == 1 else sum(map(refcount, arrays))
+        if after != before:
+            kept = self._kept(arrays)
+            if kept is not None:
+                raise self._fail(_errors.KeptArgumentError(self._kept_message(kept)))
+
+    def _kept(self, arrays: list[np.ndarray]) -> int | None:
+        """The first of `arrays` referenced by more than the list that holds it, or None."""
+        # jaxlib keeps a reference to the last NumPy array handed to JAX (`jnp.asarray(x)` or
+        # a jitted call on `x` inside the host function) until the next transfer: make one.
+        jax.device_put(np.zeros((), np.int8))
+        control = [object() for _ in arrays]  # held by a list only, counted the same way
+        # A pool's worker thread may drop its references to the chunks just after it reports
+        # them done: give it a moment before calling a reference kept.
+        for _ in range(50):
+            counts = [sys.getrefcount(a) for a in arrays]
+            baseline = [sys.getrefcount(c) for c in control]
+            kept = [i for i in range(len(arrays)) if counts[i] > baseline[i]]
+            if not kept:
+                return None
+            if isinstance(self.batching, (Sequential, Vectorized)):
+                break  # every reference of these in-thread strategies is gone by now
+            time.sleep(0.001)
+        return kept[0]
+
+    def _kept_message(self, i: int) -> str:
+        return _errors.KEPT_ARGUMENT.format(name=self.name, arg=self.split.describe(i, self.fn))
+
+    def io_buffer_trampoline(self, ctx: Any, outs: Sequence[Any], *ins: Any) -> None:
+        """An io call: the host function gets copies it owns, so it may keep its arguments
+        (`log.append(x)`, as JAX's own io tests do)."""
+        del ctx
+        arrays = [np.asarray(b).copy() for b in ins]
+        for a in arrays:
+            a.flags.writeable = False  # as in a pure call: writing to an argument is a bug
         try:
             self.run(arrays, [np.asarray(b) for b in outs])
         except Exception as e:
@@ -166,16 +240,26 @@ class HostCall:
         return outs
 
 
-def emit(
-    call: HostCall, dynamic: Sequence[Any], *, ordered: bool, lowering: str
-) -> list[jax.Array]:
-    """Stages one host call into the current trace; returns the flat results."""
+# `io=True` carries JAX's own effect of `io_callback(ordered=False)`, so JAX treats it exactly as
+# that: never removed as dead code, allowed in control flow, refused by `vmap` of `cond` and of a
+# `while_loop` with a batched predicate (where JAX would run the call for elements whose branch
+# is not taken, or whose loop has finished), and by `jax.checkpoint`.
+host_io_effect = _jax_callback._IOEffect
+
+
+def emit(call: HostCall, dynamic: Sequence[Any], *, effect: str, lowering: str) -> list[jax.Array]:
+    """Stages one host call into the current trace; returns the flat results.
+
+    `effect` is "pure" (may be removed or duplicated), "io" (never removed, any order) or
+    "ordered" (never removed, program order).
+    """
     avals = tuple(call.spec.avals)
-    if ordered:
+    if effect == "ordered":
         return list(_ordered(call, avals)(*dynamic))
     if lowering == "auto":  # resolved now, so the environment variable is read at trace time
         lowering = os.environ.get("JAXBRIDGE_LOWERING", "auto")
-    return host_call_p.bind(*dynamic, call=call, out_avals=avals, lowering=lowering)
+    io = effect == "io"
+    return host_call_p.bind(*dynamic, call=call, out_avals=avals, lowering=lowering, io=io)
 
 
 # A primitive of our own rather than calling buffer_callback/pure_callback while tracing: the
@@ -185,16 +269,17 @@ host_call_p = Primitive("host_call")
 host_call_p.multiple_results = True
 
 
-def _host_call_abstract_eval(*args, call, out_avals, lowering):
+def _host_call_abstract_eval(*args, call, out_avals, lowering, io):
     del args, call, lowering
-    return [jax.core.ShapedArray(a.shape, a.dtype) for a in out_avals]
+    avals = [jax_core.ShapedArray(a.shape, a.dtype) for a in out_avals]
+    return avals, ({host_io_effect} if io else effects.no_effects)
 
 
-host_call_p.def_abstract_eval(_host_call_abstract_eval)
+host_call_p.def_effectful_abstract_eval(_host_call_abstract_eval)
 host_call_p.def_impl(functools.partial(dispatch.apply_primitive, host_call_p))
 
 
-def _host_call_batch_rule(args, dims, *, call, out_avals, lowering):
+def _host_call_batch_rule(args, dims, *, call, out_avals, lowering, io):
     # The expand_dims convention: every operand gets the new batch dimension in front (size 1
     # where unbatched), so the trampoline reads the batch from the leading dimensions.
     size = next(x.shape[d] for x, d in zip(args, dims) if d is not None)
@@ -202,23 +287,23 @@ def _host_call_batch_rule(args, dims, *, call, out_avals, lowering):
         jnp.expand_dims(x, 0) if d is None else jnp.moveaxis(x, d, 0) for x, d in zip(args, dims)
     ]
     batched = tuple(jax.ShapeDtypeStruct((size, *a.shape), a.dtype) for a in out_avals)
-    out = host_call_p.bind(*moved, call=call, out_avals=batched, lowering=lowering)
+    out = host_call_p.bind(*moved, call=call, out_avals=batched, lowering=lowering, io=io)
     return out, [0] * len(out)
 
 
 batching.primitive_batchers[host_call_p] = _host_call_batch_rule
 
 
-def _host_call_jvp_rule(primals, tangents, *, call, out_avals, lowering):
+def _host_call_jvp_rule(primals, tangents, *, call, out_avals, lowering, io):
     """Routes a derivative of the bare primitive to the host function's own rule.
 
     JAX inlines a `custom_jvp` function that it partially evaluates with some inputs unknown
     (`partial_eval.py`: "we don't need to keep the custom JVP rule around"), as scan's partial
     evaluation under `grad` does; a second derivative then meets this primitive directly.
     """
-    out = host_call_p.bind(*primals, call=call, out_avals=out_avals, lowering=lowering)
+    out = host_call_p.bind(*primals, call=call, out_avals=out_avals, lowering=lowering, io=io)
     if call.jvp_rule is None or not out_avals:
-        raise NotImplementedError(f"no derivative rule reaches host function {call.name!r}")
+        raise ValueError(f"no derivative rule reaches host function {call.name!r}")
     core_avals = call.spec.avals
     n_batch = len(out_avals[0].shape) - len(core_avals[0].shape)
     lead = tuple(out_avals[0].shape[:n_batch])
@@ -228,7 +313,7 @@ def _host_call_jvp_rule(primals, tangents, *, call, out_avals, lowering):
     def rule(primals, nz_tangents):
         full = [
             jax.custom_derivatives.SymbolicZero(
-                jax.core.ShapedArray(a.shape, a.dtype).to_tangent_aval()
+                jax_core.ShapedArray(a.shape, a.dtype).to_tangent_aval()
             )
             for a in call.in_avals
         ]
@@ -246,7 +331,7 @@ def _host_call_jvp_rule(primals, tangents, *, call, out_avals, lowering):
     t_inexact = iter(rule(ps, ts))
     t_out = [
         next(t_inexact) if jnp.issubdtype(a.dtype, jnp.inexact) else ad.Zero(a.to_tangent_aval())
-        for a in (jax.core.ShapedArray(a.shape, a.dtype) for a in out_avals)
+        for a in (jax_core.ShapedArray(a.shape, a.dtype) for a in out_avals)
     ]
     return out, t_out
 
@@ -254,7 +339,17 @@ def _host_call_jvp_rule(primals, tangents, *, call, out_avals, lowering):
 ad.primitive_jvps[host_call_p] = _host_call_jvp_rule
 
 
-def _host_call_lowering(ctx, *args, call, out_avals, lowering):
+def _host_call_transpose_rule(cts, *args, call, out_avals, lowering, io):
+    # What JAX raises for its callbacks ("Pure callbacks do not support transpose"), naming
+    # the function: a host function is not known to be linear.
+    del cts, args, out_avals, lowering
+    raise ValueError(_errors.NO_TRANSPOSE.format(name=call.name, kind="io" if io else "pure"))
+
+
+ad.primitive_transposes[host_call_p] = _host_call_transpose_rule
+
+
+def _host_call_lowering(ctx, *args, call, out_avals, lowering, io):
     axis_context = ctx.module_context.axis_context
     # Under plain jit over several devices, buffer_callback would run once per device on the
     # whole array; pure_callback pins the call to one device, as a host call should be.
@@ -262,9 +357,15 @@ def _host_call_lowering(ctx, *args, call, out_avals, lowering):
         axis_context.num_devices > 1
     )
     on_cpu = tuple(ctx.module_context.platforms) == ("cpu",)
-    if not spread and choose_lowering(lowering, on_cpu=on_cpu) == "buffer":
+    # Packed sub-byte buffers cannot be NumPy views; pure_callback hands over unpacked copies.
+    packed = any(is_packed(a.dtype) for a in (*ctx.avals_in, *out_avals))
+    if not spread and not packed and choose_lowering(lowering, on_cpu=on_cpu) == "buffer":
         assert _buffer_callback is not None
-        fn = _buffer_callback(call.buffer_trampoline, list(out_avals))
+        # has_side_effect: XLA must not remove an io call whose results are unused.
+        trampoline = call.io_buffer_trampoline if io else call.buffer_trampoline
+        fn = _buffer_callback(trampoline, list(out_avals), has_side_effect=io)
+    elif io:
+        fn = lambda *a: io_callback(call.pure_trampoline, list(out_avals), *a)  # noqa: E731
     else:
         fn = lambda *a: jax.pure_callback(call.pure_trampoline, list(out_avals), *a)  # noqa: E731
     return mlir.lower_fun(fn, multiple_results=True)(ctx, *args)
@@ -285,11 +386,30 @@ def _ordered(call: HostCall, avals: tuple[jax.ShapeDtypeStruct, ...]) -> Callabl
     def f(*dynamic):
         return tuple(io_callback(call.pure_trampoline, list(avals), *dynamic, ordered=True))
 
-    @f.def_vmap
     def _rule(axis_size, in_batched, *dynamic):
         moved = [x if b else jnp.expand_dims(x, 0) for x, b in zip(dynamic, in_batched)]
         batched = tuple(jax.ShapeDtypeStruct((axis_size, *a.shape), a.dtype) for a in avals)
         out = _ordered(call, batched)(*moved)
         return out, tuple(True for _ in out)
 
+    # custom_vmap copies the rule's attributes onto the `rule` parameter of its primitive: the
+    # transpose rule below finds the host function's name there.
+    _rule.jaxbridge_host_name = call.name  # pyright: ignore[reportFunctionMemberAccess]
+    f.def_vmap(_rule)
     return f
+
+
+def _ordered_transpose_rule(cts, *args, rule, **params):
+    """`custom_vmap_call` has no transpose in JAX; for an ordered host call say so by name."""
+    del cts, args, params
+    name = getattr(rule, "jaxbridge_host_name", None)
+    if name is None:  # someone else's custom_vmap: JAX's own error
+        raise NotImplementedError(
+            "Transpose rule (for reverse-mode differentiation) for 'custom_vmap_call' not "
+            "implemented"
+        )
+    raise ValueError(_errors.NO_TRANSPOSE.format(name=name, kind="ordered io"))
+
+
+if _custom_vmap_p not in ad.primitive_transposes:  # never replace a rule JAX may add
+    ad.primitive_transposes[_custom_vmap_p] = _ordered_transpose_rule

@@ -3,8 +3,11 @@
 `jax.custom_vjp` rejects an argument that is not a JAX type (a SymPy expression, a model, a
 string) unless its position is listed in `nondiff_argnums`. These drop-ins look at each call:
 every argument that is not an array or a pytree of arrays, in any position, is static,
-non-differentiable and closed over, and its cotangent slot is `None`. Otherwise the protocol is
-JAX's: `defvjp(fwd, bwd)` and `defjvp(jvp)`, with `nondiff_argnums` still honoured.
+non-differentiable and closed over, and its cotangent slot is `None`. The same holds for the
+leaves of `fwd`'s residuals (a SymPy expression saved for `bwd`) and of the outputs: a leaf that
+is not an array travels in the pytree structure, not as a value JAX traces, and comes back
+unchanged. Otherwise the protocol is JAX's: `defvjp(fwd, bwd)` and `defjvp(jvp)`, with
+`nondiff_argnums` still honoured.
 """
 
 from __future__ import annotations
@@ -23,6 +26,56 @@ _ARRAY_TYPES = (jax.Array, np.ndarray, np.generic, bool, int, float, complex)
 def is_array_tree(x: Any) -> bool:
     """Whether `x` is an array, a Python number, or a pytree with only those as leaves."""
     return all(isinstance(leaf, _ARRAY_TYPES) for leaf in jax.tree.leaves(x))
+
+
+@jax.tree_util.register_pytree_node_class
+class _StaticLeaf:
+    """A non-array leaf carried in the pytree structure (aux data), so JAX never sees it as a
+    value: a residual or output that is a SymPy expression, a string, a model."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any):
+        self.value = value
+
+    def tree_flatten(self) -> tuple[tuple[()], _StaticLeaf]:
+        return (), self
+
+    @classmethod
+    def tree_unflatten(cls, aux: _StaticLeaf, children: Any) -> _StaticLeaf:
+        del children
+        return aux
+
+    # Structures are compared (custom_jvp checks its outputs' trees): the same object or an
+    # equal one is the same structure.
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, _StaticLeaf):
+            return NotImplemented
+        if self.value is other.value:
+            return True
+        try:
+            return bool(self.value == other.value)
+        except Exception:
+            return False
+
+    def __hash__(self) -> int:
+        try:
+            return hash(self.value)
+        except TypeError:
+            return id(self.value)
+
+
+def _box(tree: Any) -> Any:
+    """`tree` with each non-array leaf wrapped, so that JAX accepts it."""
+    return jax.tree.map(lambda x: x if isinstance(x, _ARRAY_TYPES) else _StaticLeaf(x), tree)
+
+
+def _unbox(tree: Any) -> Any:
+    return jax.tree.map(
+        lambda x: x.value if isinstance(x, _StaticLeaf) else x,
+        tree,
+        is_leaf=lambda x: isinstance(x, _StaticLeaf),
+    )
 
 
 class _Split:
@@ -65,9 +118,11 @@ class custom_vjp:  # noqa: N801 - the name mirrors jax.custom_vjp
     """`jax.custom_vjp`, where arguments that are not arrays are static automatically.
 
     `bwd(res, g)` returns one cotangent per positional argument that is not in
-    `nondiff_argnums`, with `None` in the slot of each static argument. Works under `jit`,
-    `vmap` and `grad` as `jax.custom_vjp` does; forward mode (`jvp`, `jacfwd`) is not
-    available, as with JAX's.
+    `nondiff_argnums`, with `None` in the slot of each static argument. `fwd` may save
+    non-array objects in its residuals (a SymPy expression, say): `bwd` receives them
+    unchanged, as it receives static arguments; the same holds for non-array leaves of the
+    output. Works under `jit`, `vmap` and `grad` as `jax.custom_vjp` does; forward mode (`jvp`,
+    `jacfwd`) is not available, as with JAX's.
 
     Example:
         >>> import jax, sympy
@@ -77,6 +132,16 @@ class custom_vjp:  # noqa: N801 - the name mirrors jax.custom_vjp
         ...     return 2.0 * x
         >>> scale.defvjp(lambda x, label: (2.0 * x, None), lambda res, g: (2.0 * g, None))
         >>> float(jax.grad(scale)(1.0, "any object"))
+        2.0
+        >>> x = sympy.Symbol("x")
+        >>> @jaxbridge.custom_vjp
+        ... def square(expr, v):
+        ...     return v**2
+        >>> square.defvjp(
+        ...     lambda expr, v: (v**2, (expr, v)),  # the expression saved in the residuals
+        ...     lambda res, g: (None, g * float(sympy.diff(res[0], x).subs(x, 1)) * res[1]),
+        ... )
+        >>> float(jax.grad(square, argnums=1)(x**2, 1.0))
         2.0
     """
 
@@ -103,13 +168,19 @@ class custom_vjp:  # noqa: N801 - the name mirrors jax.custom_vjp
 
         @jax.custom_vjp
         def inner(*values):
-            return self.fun(*split.merge(values))
+            return _box(self.fun(*split.merge(values)))
 
         def inner_fwd(*values):
-            return fwd(*split.merge(values))
+            out = fwd(*split.merge(values))
+            if not isinstance(out, tuple) or len(out) != 2:
+                raise TypeError(
+                    f"`jaxbridge.custom_vjp`: the fwd of `{name}` must return a pair "
+                    f"`(output, residuals)`; got `{type(out).__name__}`."
+                )
+            return _box(out[0]), _box(out[1])
 
         def inner_bwd(res, g):
-            cotangents = bwd(*split.nondiff_values(), res, g)
+            cotangents = bwd(*split.nondiff_values(), _unbox(res), _unbox(g))
             if not isinstance(cotangents, (tuple, list)) or len(cotangents) != len(slots):
                 raise TypeError(
                     f"`jaxbridge.custom_vjp`: the bwd of `{name}` must return a tuple of "
@@ -127,7 +198,7 @@ class custom_vjp:  # noqa: N801 - the name mirrors jax.custom_vjp
             return tuple(by_slot[i] for i in split.dynamic)
 
         inner.defvjp(inner_fwd, inner_bwd)
-        return inner(*split.values())
+        return _unbox(inner(*split.values()))
 
 
 class custom_jvp:  # noqa: N801 - the name mirrors jax.custom_jvp
@@ -174,16 +245,25 @@ class custom_jvp:  # noqa: N801 - the name mirrors jax.custom_jvp
 
         @jax.custom_jvp
         def inner(*values):
-            return self.fun(*split.merge(values))
+            return _box(self.fun(*split.merge(values)))
 
         def inner_jvp(primals, tangents):
             full = split.merge(primals)
             tangent_of = dict(zip(split.dynamic, tangents, strict=True))
-            return jvp(
+            out, t_out = jvp(
                 *split.nondiff_values(),
                 tuple(full[i] for i in slots),
                 tuple(tangent_of.get(i) for i in slots),
             )
+            out = _box(out)
+            # A non-array output has no tangent: give its slot the output's own structure.
+            t_out = jax.tree.map(
+                lambda o, t: o if isinstance(o, _StaticLeaf) else t,
+                out,
+                _box(t_out),
+                is_leaf=lambda x: isinstance(x, _StaticLeaf),
+            )
+            return out, t_out
 
         inner.defjvp(inner_jvp)
-        return inner(*split.values())
+        return _unbox(inner(*split.values()))

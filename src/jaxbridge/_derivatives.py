@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.custom_derivatives import SymbolicZero
 
-from . import _spec
+from . import _errors, _spec
 from ._linear import _Fn, linear_call
 
 if TYPE_CHECKING:
@@ -34,6 +34,10 @@ NEEDS_VJP = (
 NEEDS_JVP = (
     "forward mode (jvp, jacfwd) of host function {name!r} needs `jvp=` (or `jacobian=`) in "
     "`jaxbridge.host`; it has only `vjp=`."
+)
+VJP_NOT_A_TUPLE = (
+    "{rule} must return a tuple with one cotangent per positional array argument ({n} here, "
+    "`None` for an integer one); got {got}."
 )
 KEYWORD_TANGENT = (
     "host function {name!r} is differentiated with respect to the keyword argument "
@@ -118,7 +122,8 @@ class _Rule:
         return lambda *dynamic: list(f(*dynamic))
 
     def jvp(self, entry: _Entry, primals, tangents):
-        raise TypeError(NO_RULE.format(name=self.host.name))
+        # ValueError: what JAX raises for `grad` of a `pure_callback` without a rule.
+        raise ValueError(NO_RULE.format(name=self.host.name))
 
     # -- shared by the rules -------------------------------------------------------------
 
@@ -269,18 +274,21 @@ class _PairRule(_Rule):
         t_in = _tangent_avals(call.in_avals)
         out_tree = jax.tree_util.tree_unflatten(call.spec.treedef, _tangent_avals(call.spec.avals))
         jvp_fn, vjp_fn = self.jvp_fn, self.vjp_fn
-        fwd = bwd = None
+        fwd: Callable[..., list[Any]] | None = None
+        bwd: Callable[..., list[Any]] | None = None
         if jvp_fn is not None:
             jvp_host = self._rule_host(
                 lambda args, kwargs, ts: jvp_fn(*args, *ts, **kwargs), "jvp", out_tree
             )
 
-            def fwd(*ops):
+            def fwd_fn(*ops):
                 primals, lin = ops[:n_dyn], dict(zip(diff, ops[n_dyn:]))
                 full = [lin.get(j, jnp.zeros(a.shape, a.dtype)) for j, a in enumerate(t_in)]
                 args, kwargs = call.split.rebuild(list(primals))
                 out = jvp_host(args, kwargs, arg_trees(entry, full))
                 return jax.tree_util.tree_leaves(out)
+
+            fwd = fwd_fn
 
         if vjp_fn is not None:
             expected = tuple(arg_trees(entry, t_in))
@@ -289,8 +297,10 @@ class _PairRule(_Rule):
                 for t in arg_trees(entry, list(call.in_avals))
             ]
 
+            rule_name = f"`vjp=` of host function {self.host.name!r}"
+
             def vjp_adapter(args, kwargs, ct):
-                cts = tuple(vjp_fn(*args, ct, **kwargs))
+                cts = _cotangent_tuple(rule_name, vjp_fn(*args, ct, **kwargs), len(expected))
                 # `None` for an integer argument, as jax.vjp's float0: ignored, so fill zeros.
                 return (
                     tuple(
@@ -304,12 +314,14 @@ class _PairRule(_Rule):
 
             vjp_host = self._rule_host(vjp_adapter, "vjp", expected)
 
-            def bwd(*ops):
+            def bwd_fn(*ops):
                 primals, cts = ops[:n_dyn], ops[n_dyn:]
                 args, kwargs = call.split.rebuild(list(primals))
                 ct = jax.tree_util.tree_unflatten(call.spec.treedef, list(cts))
                 got = jax.tree_util.tree_leaves(vjp_host(args, kwargs, ct))
                 return [got[j] for j in diff]
+
+            bwd = bwd_fn
 
         pair = (
             _Fn(fwd, NEEDS_JVP.format(name=self.host.name)),
@@ -332,6 +344,26 @@ class _PairRule(_Rule):
         avals = entry.call.spec.avals
         t_out = linear_call(fwd, bwd, list(primals), lin, tuple(_tangent_avals(avals)))
         return out, [t if _is_inexact(a.dtype) else _zeros_tangent(a) for t, a in zip(t_out, avals)]
+
+
+def _cotangent_tuple(rule: str, got: Any, n: int) -> tuple[Any, ...]:
+    """`vjp=`'s return value as a tuple of `n` cotangents, one per positional argument.
+
+    A bare cotangent is accepted where there is one positional array argument (as
+    torch.autograd.Function accepts for one input); `tuple()` of it would iterate over its
+    first axis.
+    """
+    if isinstance(got, (tuple, list)) and (len(got) == n or n != 1):
+        if len(got) != n:
+            raise _errors.HostResultError(
+                VJP_NOT_A_TUPLE.format(rule=rule, n=n, got=f"a {type(got).__name__} of {len(got)}")
+            )
+        return tuple(got)
+    if n == 1:
+        return (got,)
+    raise _errors.HostResultError(
+        VJP_NOT_A_TUPLE.format(rule=rule, n=n, got=f"`{type(got).__name__}`")
+    )
 
 
 class _FiniteDifferenceRule(_Rule):

@@ -25,6 +25,10 @@ class HostResultError(HostError, TypeError):
     """A host function (or a derivative rule) returned the wrong structure, shape or dtype."""
 
 
+class KeptArgumentError(HostError):
+    """A pure host function kept a view of its argument, an XLA buffer freed after the call."""
+
+
 PROBE_FAILED = (
     "jaxbridge.host could not find the result shapes of {name!r}: calling it once on "
     "zero-filled arrays of the traced shapes {avals} raised {etype}: {emsg}. Pass "
@@ -33,8 +37,31 @@ PROBE_FAILED = (
 )
 
 BAD_RESULT_SPEC = (
-    "`jaxbridge.host(result=...)` must be a pytree of `jax.ShapeDtypeStruct`; got {got} at "
-    "`{path}`. Build one with `jax.eval_shape` or pass `result=None` to probe."
+    "`jaxbridge.host(result=...)` must be a pytree of `jax.ShapeDtypeStruct` (or of anything "
+    "with `.shape` and `.dtype`); got {got} at `{path}`. Build one with `jax.eval_shape` or "
+    "pass `result=None` to probe."
+)
+
+VALUE_CHANGING_CAST = (
+    "{rule} returned a value{where} that {dtype} cannot hold: expected {expected}, got "
+    "{got} containing {value!r}. Only conversions that keep every value are made (float64 to "
+    "float32 may round, int64 to int32 must fit); convert explicitly, or declare a wider "
+    "dtype in `result=`."
+)
+
+KEPT_ARGUMENT = (
+    "host function {name!r} kept a reference to its argument {arg} after returning. Under the "
+    "default zero-copy lowering it is a view of an XLA buffer that is freed after the call, so "
+    "what it kept would silently change value. Copy what you keep (`np.array(x)` or "
+    '`x.copy()`), or pass `lowering="pure"`; `io=True` and `ordered=True` calls receive '
+    "copies they may keep."
+)
+
+NO_TRANSPOSE = (
+    "`jax.linear_transpose` of host function {name!r}: {kind} host calls do not support "
+    "transpose, as JAX's callbacks do not; a host function is not known to be linear. Use "
+    "`jax.vjp` with a derivative rule (`vjp=` or `jacobian=` in `jaxbridge.host`) instead: for "
+    "a linear function the VJP is its transpose."
 )
 
 BAD_VMAP = (
@@ -50,7 +77,7 @@ BAD_LOWERING = (
 
 def format_host_exception(name: str, exc: BaseException) -> str:
     """The text that stands for `exc` once it has crossed XLA: type, message, host frames."""
-    if isinstance(exc, HostResultError):
+    if isinstance(exc, (HostResultError, KeptArgumentError)):
         return str(exc)  # our own check: the message says it all, no host frames to show
     frames = traceback.extract_tb(exc.__traceback__)
     # Drop jaxbridge's own trampoline frames: the user wants the lines of their function.

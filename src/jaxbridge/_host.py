@@ -6,11 +6,12 @@ import functools
 import inspect
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, overload
+from typing import Any, TypedDict, Unpack, overload
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import core as jax_core
 from jax._src import core as _core
 
 from . import _batching, _call, _errors, _spec
@@ -29,6 +30,7 @@ class Host:
         result: ResultArg = None,
         vmap: Any = "sequential",
         ordered: bool = False,
+        io: bool = False,
         static_argnums: int | Sequence[int] = (),
         static_argnames: str | Sequence[str] = (),
         lowering: str = "auto",
@@ -48,6 +50,8 @@ class Host:
             raise ValueError(_errors.BAD_LOWERING.format(got=lowering))
         self.lowering = lowering
         self.ordered = bool(ordered)
+        self.io = bool(io) or self.ordered  # an ordered call is an io call in program order
+        self.effect = "ordered" if self.ordered else "io" if self.io else "pure"
         self.init = init
         if init is not None and not callable(init):
             raise TypeError(
@@ -57,11 +61,19 @@ class Host:
         self.static_argnums, self.static_argnames = _static_args(
             fn, static_argnums, static_argnames
         )
-        self.result = result
-        if result is not None and not callable(result):
+        # A pytree of anything with `.shape` and `.dtype` (a tracer too: only its spec is kept,
+        # so a wrapper built inside a trace holds no tracer); a callable; or None.
+        self._declared: _spec.ResultSpec | None = None
+        self._result_fn: Callable[..., PyTree] | None = None
+        if _spec.is_result_function(result):
+            self._result_fn = result
+        elif result is not None:
             self._declared = _spec.spec_from_tree(result)  # validates now, at wrap time
-        else:
-            self._declared = None
+        elif self.io:
+            # `io_callback(f, None, x)`: no result. Never probe: that would run the side
+            # effect at trace time.
+            self._declared = _spec.spec_from_tree(None)
+        self._discard = result is None and self.io
         from . import _derivatives
 
         self.rule = _derivatives.make_rule(
@@ -86,7 +98,15 @@ class Host:
         if found is None:
             spec = self._result_spec(split, avals)
             call = _call.HostCall(
-                self.name, self.fn, split, avals, spec, self.batching, self.init, self._states
+                self.name,
+                self.fn,
+                split,
+                avals,
+                spec,
+                self.batching,
+                self.init,
+                self._states,
+                discard=self._discard,
             )
             found = self._entries[key] = _Entry(self, call)
         return found
@@ -94,9 +114,9 @@ class Host:
     def _result_spec(self, split: _spec.Split, avals: Sequence[Any]) -> _spec.ResultSpec:
         if self._declared is not None:
             return self._declared
-        if self.result is not None:
+        if self._result_fn is not None:
             args, kwargs = split.rebuild(list(avals))
-            return _spec.spec_from_tree(self.result(*args, **kwargs))
+            return _spec.spec_from_tree(self._result_fn(*args, **kwargs))
         fn = self.fn
         if self.init is not None:
             fn = functools.partial(self.fn, state=self.local_state())
@@ -142,7 +162,9 @@ class Host:
         if self.init is not None:
             kwargs["state"] = self.local_state()
         value = self.fn(*args, **kwargs)
-        if self._declared is not None or self.result is not None:
+        if self._discard:
+            return None
+        if self._declared is not None or self._result_fn is not None:
             avals = [_spec.leaf_aval(x) for x in arrays]
             spec = self.entry(split, avals).call.spec
         else:
@@ -156,8 +178,8 @@ class _Entry:
 
     def __init__(self, host: Host, call: _call.HostCall):
         self.call = call
-        self.extra: dict[str, Any] = {}  # per-signature objects of the derivative rule
-        emit = functools.partial(_call.emit, call, ordered=host.ordered, lowering=host.lowering)
+        self.extra: dict[Any, Any] = {}  # per-signature objects of the derivative rule
+        emit = functools.partial(_call.emit, call, effect=host.effect, lowering=host.lowering)
         self.emit = lambda *dynamic: emit(dynamic)
         self.traced = host.rule.wrap(self)
         # The call site jits its own call: inside a user's jit this inlines for free, and under
@@ -169,7 +191,7 @@ class _Entry:
 
 def _is_eager(dynamic: Sequence[Any]) -> bool:
     return _core.trace_ctx.is_top_level() and not any(
-        isinstance(x, jax.core.Tracer) for x in dynamic
+        isinstance(x, jax_core.Tracer) for x in dynamic
     )
 
 
@@ -204,10 +226,29 @@ def _static_args(
     return frozenset(nums), frozenset(names)
 
 
+class HostOptions(TypedDict, total=False):
+    """The keyword arguments of `jaxbridge.host`, for its overloads."""
+
+    result: ResultArg
+    vmap: Any
+    ordered: bool
+    io: bool
+    static_argnums: int | Sequence[int]
+    static_argnames: str | Sequence[str]
+    lowering: str
+    init: Callable[[], Any] | None
+    jacobian: Callable[..., Any] | None
+    jvp: Callable[..., Any] | None
+    vjp: Callable[..., Any] | None
+    derivative: Any
+
+
 @overload
-def host(fn: Callable[..., Any], /, **kwargs: Any) -> Host: ...
+def host(fn: Callable[..., Any], /, **kwargs: Unpack[HostOptions]) -> Host: ...
 @overload
-def host(fn: None = None, /, **kwargs: Any) -> Callable[[Callable[..., Any]], Host]: ...
+def host(
+    fn: None = None, /, **kwargs: Unpack[HostOptions]
+) -> Callable[[Callable[..., Any]], Host]: ...
 
 
 def host(
@@ -217,6 +258,7 @@ def host(
     result: ResultArg = None,
     vmap: Any = "sequential",
     ordered: bool = False,
+    io: bool = False,
     static_argnums: int | Sequence[int] = (),
     static_argnames: str | Sequence[str] = (),
     lowering: str = "auto",
@@ -235,16 +277,22 @@ def host(
     Args:
         fn: the host function. Omit it to use `host(...)` as a decorator factory.
         result: the result spec: `None` probes it by calling `fn` once per new input
-            signature on zero-filled arrays; a pytree of `jax.ShapeDtypeStruct`; or a
-            callable receiving the arguments as `ShapeDtypeStruct`s and returning that pytree.
+            signature on zero-filled arrays (with `io=True` or `ordered=True`, `None` means
+            "returns nothing" instead, as `io_callback(fn, None, x)`, so no probe runs the side
+            effect); a pytree of anything with `.shape` and `.dtype` (`jax.ShapeDtypeStruct`,
+            `jax.core.ShapedArray`, an array, or a traced argument itself); or a callable
+            receiving the arguments as `ShapeDtypeStruct`s and returning such a pytree.
         vmap: what a batch does on the host, always as ONE host call: `"sequential"` loops
             over the elements (each call sees unbatched shapes); `"vectorized"` calls `fn` once
             with every array argument stacked to `(B, *shape)`, B the product of all vmapped
             sizes; or an executor (`jaxbridge.Threads`, `Processes`, `Ray`).
-        ordered: side effects in program order, never removed as dead code (`io_callback`
-            semantics); under vmap the host loops over the batch in order. Declare
-            `result=` (`()` for a function that returns nothing) so that no probe call runs
-            the side effect at trace time.
+        ordered: side effects in program order, never removed as dead code
+            (`io_callback(ordered=True)`); under vmap the host loops over the batch in order.
+            JAX refuses it under `vmap` of `while_loop` and `cond`.
+        io: side effects never removed as dead code, in any order
+            (`io_callback(ordered=False)`, whose effect it carries): JAX refuses it under
+            `vmap` of `cond` and of a `while_loop` with a batched predicate, where the batch
+            would run it for elements whose branch is not taken or whose loop has finished.
         static_argnums: positions of arguments to treat as static even if they are numbers.
         static_argnames: names of arguments to treat as static even if they are numbers.
         lowering: `"auto"` (buffer_callback on CPU, pure_callback elsewhere), `"buffer"` or
@@ -262,13 +310,18 @@ def host(
         A callable with `fn`'s name and docstring.
 
     Raises:
-        TypeError: `result` is not a pytree of `jax.ShapeDtypeStruct`.
+        TypeError: a leaf of `result` has no `.shape` and `.dtype`.
         ValueError: an unknown `vmap` or `lowering`.
 
-    Under `jax.jit` the function receives arrays of the traced shapes and JAX's canonical
-    dtypes (float32 unless x64 is on); under `jax.vmap` see `vmap` above. Returned arrays are
-    converted to the result dtype only within a kind (float64 to float32). Without a
-    derivative rule, differentiating raises an error naming the arguments to pass.
+    Under `jax.jit` the function receives read-only arrays of the traced shapes and JAX's
+    canonical dtypes (float32 unless x64 is on); under `jax.vmap` see `vmap` above. A pure
+    call's arguments are zero-copy views of XLA's buffers on CPU: keeping one after returning
+    raises a `HostError` (copy what you keep); `io=True` and `ordered=True` calls receive
+    copies they may keep. Every JAX dtype
+    crosses, sub-byte ones (int4, float4_e2m1fn) included. Returned arrays are converted to the
+    result dtype only within a kind and only where no value changes (float64 to float32 may
+    round; 300 into int8 raises `HostResultError`). Without a derivative rule, differentiating
+    raises a `ValueError` naming the arguments to pass.
 
     Example:
         >>> import jax, jax.numpy as jnp, numpy as np
@@ -281,10 +334,11 @@ def host(
         >>> jax.vmap(norm)(jnp.ones((2, 4))).tolist()
         [2.0, 2.0]
     """
-    options = dict(
+    options: dict[str, Any] = dict(
         result=result,
         vmap=vmap,
         ordered=ordered,
+        io=io,
         static_argnums=static_argnums,
         static_argnames=static_argnames,
         lowering=lowering,
@@ -297,7 +351,7 @@ def host(
     if fn is None:
         # Validate now so that a bad `@host(...)` fails where it is written.
         _batching.resolve(vmap)
-        if result is not None and not callable(result):
+        if result is not None and not _spec.is_result_function(result):
             _spec.spec_from_tree(result)
         if lowering not in _call.LOWERINGS:
             raise ValueError(_errors.BAD_LOWERING.format(got=lowering))
