@@ -185,7 +185,10 @@ EXIT_SCRIPT = textwrap.dedent(
             started.set()
             time.sleep(0.2)
             return v
-        f = jax.jit(jax.vmap(jaxbridge.host(slow, vmap=ex("Threads")(2, chunk_size=1))))
+        # result= given: a probe would run `slow` at trace time, and the exit would then
+        # come while the daemon thread compiles (JAX's own teardown race), not inside a batch.
+        threads = ex("Threads")(2, chunk_size=1)
+        f = jax.jit(jax.vmap(jaxbridge.host(slow, vmap=threads, result=lambda v: v)))
         threading.Thread(target=lambda: f(jnp.zeros(64)), daemon=True).start()
         started.wait(30)
     elif mode == "reentrant":

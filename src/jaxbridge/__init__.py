@@ -7,6 +7,7 @@ from ._custom import custom_vjp as custom_vjp
 from ._derivatives import FiniteDifferences as FiniteDifferences
 from ._errors import HostError as HostError
 from ._errors import HostResultError as HostResultError
+from ._errors import KeptArgumentError as KeptArgumentError
 from ._executors import Threads as Threads
 from ._executors import WorkerDiedError as WorkerDiedError
 from ._host import Host as Host

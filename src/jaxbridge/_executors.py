@@ -23,6 +23,7 @@ import math
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -120,7 +121,8 @@ class _Executor(_batching.AbstractBatching):
             # running inline cannot deadlock on a pool that this very worker belongs to.
             run_chunk(call, flat_ins, flat_outs, 0, size, self.vectorized, call.local_state())
             return
-        self._run_chunks(call, flat_ins, shared, flat_outs, chunks)
+        with _exit_guard:
+            self._run_chunks(call, flat_ins, shared, flat_outs, chunks)
 
     def _run_chunks(self, call, flat_ins, shared, flat_outs, chunks) -> None:
         raise NotImplementedError
@@ -332,6 +334,8 @@ class _Batch:
             state = _NO_STATE  # made on this thread's first chunk: a late thread makes none
             while True:
                 with self.cond:
+                    if _exit_guard.exiting and not self.errors and self.next < len(self.chunks):
+                        self.errors[self.next] = InterpreterExitError(EXITING)
                     if self.errors or self.next >= len(self.chunks):
                         return
                     i, self.next = self.next, self.next + 1
@@ -363,6 +367,62 @@ class _Batch:
 
 
 # --- shutdown -----------------------------------------------------------------------------
+
+
+class InterpreterExitError(RuntimeError):
+    """A batch was cut short because the interpreter is exiting."""
+
+
+class _ExitGuard:
+    """Counts the batches in flight, so that interpreter exit can wait for them.
+
+    A thread still inside a host call (a daemon thread's `jit`) when the interpreter tears
+    JAX's runtime down makes the process crash (SIGSEGV, with no Python frame). At exit no
+    new chunk starts, and `wait` gives the running ones a bounded time to finish; their batch
+    raises `InterpreterExitError`, never returns partial results.
+    """
+
+    def __init__(self) -> None:
+        self.exiting = False
+        self.registered = False
+        self.active: dict[threading.Thread, int] = {}  # calling thread -> batches in flight
+        self.cond = threading.Condition()
+
+    def __enter__(self) -> None:
+        with self.cond:
+            if self.exiting:
+                raise InterpreterExitError(EXITING)
+            if not self.registered:
+                # atexit runs handlers last-in first-out, and JAX registers its runtime's
+                # teardown when the backend starts: registered now, after that, this runs first.
+                atexit.register(self.wait, timeout=10.0)
+                self.registered = True
+            me = threading.current_thread()
+            self.active[me] = self.active.get(me, 0) + 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self.cond:
+            me = threading.current_thread()
+            self.active[me] -= 1
+            if not self.active[me]:
+                del self.active[me]
+            self.cond.notify_all()
+
+    def wait(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            self.exiting = True
+            callers = [t for t in self.active if t is not threading.current_thread()]
+            self.cond.wait_for(lambda: not self.active, timeout)
+        # Out of the batch is not yet out of XLA: the caller's computation still has to return
+        # (with the batch's error) before the runtime goes. Daemon callers are joined, bounded.
+        for t in callers:
+            if t.daemon:
+                t.join(max(0.0, deadline - time.monotonic()))
+
+
+EXITING = "the interpreter is exiting: the batch was stopped before all its elements ran"
+_exit_guard = _ExitGuard()
 
 _shutdown_hooks: list[Callable[[], None]] = []
 
