@@ -277,12 +277,13 @@ class Threads(_Executor):
     def _run_chunks(self, call, flat_ins, shared, flat_outs, chunks):
         n = min(self.workers(), len(chunks))
         batch = _Batch(call, flat_ins, flat_outs, chunks, self.vectorized)
+        futures: list[concurrent.futures.Future] = []
         with inner_threads if n > 1 else contextlib.nullcontext():
             if n > 1:
                 pool = _thread_pool(self.workers() - 1)
                 for _ in range(n - 1):
                     try:
-                        pool.submit(batch.drain)
+                        futures.append(pool.submit(batch.drain))
                     except RuntimeError:  # the pool stopped (interpreter exit): run them here
                         break
             # The calling thread takes chunks too, rather than waiting idle for the pool.
@@ -293,6 +294,11 @@ class Threads(_Executor):
             finally:
                 _local.in_worker = was_worker
             batch.wait()
+        # A drain still queued behind another caller's batch would find no chunk left, but it
+        # would hold this batch, and so views of XLA's buffers, past the call: drop both.
+        for future in futures:
+            future.cancel()
+        batch.release()
         batch.raise_first()
 
 
@@ -360,6 +366,12 @@ class _Batch:
         with self.cond:
             while self.running:
                 self.cond.wait()
+
+    def release(self) -> None:
+        """Drops the batch's buffers once every chunk is done (none is left to take)."""
+        with self.cond:
+            self.next = len(self.chunks)
+            self.flat_ins = self.flat_outs = ()
 
     def raise_first(self) -> None:
         if self.errors:
