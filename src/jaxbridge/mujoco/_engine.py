@@ -302,14 +302,15 @@ class Engine:
                 out[0] = trajectory[0, -1]
             dt = self._opt.timestep
             t_out = out.item(0)
-            expected = state.item(0)
+            values = state.tolist()[0]  # Python floats: cheaper here than any NumPy call
+            expected = values[0]
             for _ in range(nstep):
                 expected += dt
             if t_out != expected:  # NaN compares unequal too
                 return True
             # Python's sum of two short lists costs less than one NumPy reduction; a sum is
             # finite only if every term is, and an overflowing one is sorted out exactly.
-            if not math.isfinite(sum(state.tolist()[0], sum(ctrl.tolist()[0]))) and not (
+            if not math.isfinite(sum(values, sum(ctrl.tolist()[0]))) and not (
                 np.isfinite(state).all() and np.isfinite(ctrl).all()
             ):
                 return True
