@@ -142,20 +142,32 @@ class HostCall:
         _spec.check_result(self.rule, self.spec, value, outs, lead)
 
     def batch_shape(self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> tuple:
-        if all(x.ndim == nd for x, nd in zip(ins, self.core_ndims)) and ins:
+        return self.batch_of([x.shape for x in ins], [o.shape for o in outs[:1]])
+
+    def batch_of(self, in_shapes: Sequence[tuple], out_shapes: Sequence[tuple]) -> tuple:
+        """The batch: the leading dimensions of inputs of these shapes (or of the first output)."""
+        if in_shapes and all(len(s) == nd for s, nd in zip(in_shapes, self.core_ndims)):
             return ()
-        if ins:
-            leads = [x.shape[: x.ndim - nd] for x, nd in zip(ins, self.core_ndims)]
+        if in_shapes:
+            leads = [tuple(s[: len(s) - nd]) for s, nd in zip(in_shapes, self.core_ndims)]
             if leads.count(leads[0]) == len(leads):  # the common case, without NumPy's call
                 return leads[0]
             return np.broadcast_shapes(*leads)
-        if outs:
-            return outs[0].shape[: outs[0].ndim - len(self.spec.avals[0].shape)]
+        if out_shapes:
+            shape = tuple(out_shapes[0])
+            return shape[: len(shape) - len(self.spec.avals[0].shape)]
         return ()
 
-    def run(self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> None:
-        """One call from XLA: unbatched, or a batch handed to the batching strategy."""
-        batch = self.batch_shape(ins, outs)
+    def run(
+        self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray], batch: tuple | None = None
+    ) -> None:
+        """One call from XLA: unbatched, or a batch handed to the batching strategy.
+
+        `batch` is the leading dimensions when the caller knows them (from the lowering's
+        shapes); None to read them from `ins`.
+        """
+        if batch is None:
+            batch = self.batch_shape(ins, outs)
         if batch:
             self.batching.run(self, batch, ins, outs)
         else:
@@ -165,7 +177,19 @@ class HostCall:
         _errors.record(e)
         return _errors.HostError(_errors.format_host_exception(self.name, e))
 
-    def buffer_trampoline(self, ctx: Any, outs: Sequence[Any], *ins: Any) -> None:
+    def buffer_trampoline(
+        self, in_shapes: Sequence[tuple], out_shapes: Sequence[tuple], *, io: bool = False
+    ) -> Callable[..., None]:
+        """The `buffer_callback` function of one lowering, whose buffer shapes are these.
+
+        The batch follows from the shapes, so it is found here once, not on every call.
+        """
+        batch = self.batch_of(in_shapes, out_shapes)
+        return functools.partial(
+            self._io_buffer_call if io else self._buffer_call, batch, len(out_shapes) == 1
+        )
+
+    def _buffer_call(self, batch: tuple, single: bool, ctx: Any, outs: Any, *ins: Any) -> None:
         """A pure call: the host function reads XLA's buffers through zero-copy views.
 
         XLA frees or reuses those buffers once the call returns, so a view the function keeps
@@ -174,17 +198,21 @@ class HostCall:
         during the call means the function kept one: that raises, naming the argument.
         """
         del ctx  # the CPU stream: nothing to synchronise with
-        arrays = [np.asarray(b) for b in ins]
+        # A CPU `Buffer`'s own `__array__` makes the same zero-copy view as `np.asarray`
+        # (whose array-protocol probing costs several times more) and ndarray's returns itself.
+        arrays = [b.__array__() for b in ins]
         for a in arrays:
             # XLA owns these buffers: a host function that writes to its input must fail
             # loudly, not corrupt the caller's array.
-            a.flags.writeable = False
+            a.setflags(write=False)
         a = None  # only `arrays` holds them now: what `_kept` compares against
         # The per-call cost is one or two reference counts; `_kept` runs only when they differ.
         refcount = sys.getrefcount
         before = refcount(arrays[0]) if len(arrays) == 1 else sum(map(refcount, arrays))
         try:
-            self.run(arrays, [np.asarray(b) for b in outs])
+            self.run(
+                arrays, [outs[0].__array__()] if single else [b.__array__() for b in outs], batch
+            )
         except Exception as e:
             raise self._fail(e) from e
         after = refcount(arrays[0]) if len(arrays) == 1 else sum(map(refcount, arrays))
@@ -215,15 +243,15 @@ class HostCall:
     def _kept_message(self, i: int) -> str:
         return _errors.KEPT_ARGUMENT.format(name=self.name, arg=self.split.describe(i, self.fn))
 
-    def io_buffer_trampoline(self, ctx: Any, outs: Sequence[Any], *ins: Any) -> None:
+    def _io_buffer_call(self, batch: tuple, single: bool, ctx: Any, outs: Any, *ins: Any) -> None:
         """An io call: the host function gets copies it owns, so it may keep its arguments
         (`log.append(x)`, as JAX's own io tests do)."""
-        del ctx
-        arrays = [np.asarray(b).copy() for b in ins]
+        del ctx, single
+        arrays = [b.__array__().copy() for b in ins]
         for a in arrays:
-            a.flags.writeable = False  # as in a pure call: writing to an argument is a bug
+            a.setflags(write=False)  # as in a pure call: writing to an argument is a bug
         try:
-            self.run(arrays, [np.asarray(b) for b in outs])
+            self.run(arrays, [b.__array__() for b in outs], batch)
         except Exception as e:
             raise self._fail(e) from e
 
@@ -362,7 +390,9 @@ def _host_call_lowering(ctx, *args, call, out_avals, lowering, io):
     if not spread and not packed and choose_lowering(lowering, on_cpu=on_cpu) == "buffer":
         assert _buffer_callback is not None
         # has_side_effect: XLA must not remove an io call whose results are unused.
-        trampoline = call.io_buffer_trampoline if io else call.buffer_trampoline
+        trampoline = call.buffer_trampoline(
+            [a.shape for a in ctx.avals_in], [a.shape for a in out_avals], io=io
+        )
         fn = _buffer_callback(trampoline, list(out_avals), has_side_effect=io)
     elif io:
         fn = lambda *a: io_callback(call.pure_trampoline, list(out_avals), *a)  # noqa: E731

@@ -82,6 +82,7 @@ class _Worker:
     def __init__(self, model: MjModel, nthread: int):
         self.datas = [mj.MjData(model) for _ in range(max(1, nthread))]
         self.first = self.datas[:1]
+        self.one = [model]  # `models(1)`, read on every one-element call
         # `mujoco._rollout.Rollout` is what `mujoco.rollout.Rollout` wraps; calling it directly
         # skips a Python layer on every host call (the wrapper's `skip_checks` path only
         # forwards its arguments).
@@ -89,6 +90,18 @@ class _Worker:
         self.serial = _native_rollout(0)  # runs on the calling thread, GIL released
         self._models: dict[int, list[MjModel]] = {}
         self._model = model
+        self._step_buffers: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def step_buffers(self, nstep: int, nstate: int) -> tuple[np.ndarray, np.ndarray]:
+        """`(1, nstep, nu)` controls and `(1, nstep, nstate)` states for `Engine.step_one`."""
+        buffers = self._step_buffers.get(nstep)
+        if buffers is None:
+            nu = int(self._model.nu)
+            buffers = self._step_buffers[nstep] = (
+                np.empty((1, nstep, nu)),
+                np.empty((1, nstep, nstate)),
+            )
+        return buffers
 
     def models(self, B: int) -> list[MjModel]:
         """`[model] * B`, made once per batch size (the C++ side wants one model per element)."""
@@ -267,17 +280,42 @@ class Engine:
             out[...] = trajectory[:, -1]
         return out, diverged
 
-    def step_one(self, state: np.ndarray, ctrl: np.ndarray, out: np.ndarray) -> bool:
-        """`step` of one element by one physics step into `out`; whether it diverged.
+    def step_one(
+        self, state: np.ndarray, ctrl: np.ndarray, out: np.ndarray, nstep: int = 1
+    ) -> bool:
+        """`step` of one element by `nstep` physics steps into `out`; whether it diverged.
 
         The closed loop's most common call, with nothing but the checks: `state` `(1, nstate)`,
         `ctrl` `(1, nu)` and `out` `(1, nstate)` must all be C-contiguous float64 (XLA's
         buffers are). MuJoCo's bindings check only sizes, so the 2-D arrays pass as they are.
+        With `nstep == 1` MuJoCo writes into `out` itself; otherwise the held controls and the
+        trajectory live in buffers of the worker's own. The checks are `_diverged_one`'s.
         """
         w = self._take()
         try:
-            w.serial.rollout(w.models(1), w.first, 1, _CTRL, state, None, ctrl, out, None)
-            return self._diverged_one(w, state, ctrl, out.item(0), 1)
+            if nstep == 1:
+                w.serial.rollout(w.one, w.first, 1, _CTRL, state, None, ctrl, out, None)
+            else:
+                full, trajectory = w.step_buffers(nstep, self.layout.nstate)
+                full[0] = ctrl  # held for every physics step
+                w.serial.rollout(w.one, w.first, nstep, _CTRL, state, None, full, trajectory, None)
+                out[0] = trajectory[0, -1]
+            dt = self._opt.timestep
+            t_out = out.item(0)
+            values = state.tolist()[0]  # Python floats: cheaper here than any NumPy call
+            expected = values[0]
+            for _ in range(nstep):
+                expected += dt
+            if t_out != expected:  # NaN compares unequal too
+                return True
+            # Python's sum of two short lists costs less than one NumPy reduction; a sum is
+            # finite only if every term is, and an overflowing one is sorted out exactly.
+            if not math.isfinite(sum(values, sum(ctrl.tolist()[0]))) and not (
+                np.isfinite(state).all() and np.isfinite(ctrl).all()
+            ):
+                return True
+            # One element always runs serially, on `w.first[0]`: its counters are this element's.
+            return t_out == dt and _warned(w.first[0])
         finally:
             self._free.append(w)
 

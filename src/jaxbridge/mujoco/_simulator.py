@@ -52,6 +52,11 @@ class Trajectory(NamedTuple):
     diverged: Array
 
 
+def _plain_float64(x: np.ndarray) -> bool:
+    """Whether `x` is C-contiguous float64, as `Engine.step_one` takes its arrays."""
+    return x.dtype == np.float64 and x.flags.c_contiguous
+
+
 class _StepBatching(AbstractBatching):
     """A batch of `step`s as one engine call, written straight into XLA's output buffer.
 
@@ -88,9 +93,9 @@ class _StepBatching(AbstractBatching):
             out = out.view()
             out.shape = (B, self.nstate)  # raises rather than copy: XLA's buffers are dense
         direct = out.dtype == np.float64  # `state` and `out` share a dtype, and so does `ctrl`
-        if buffers and B == 1 and self.nstep == 1 and direct and ctrl.dtype == np.float64:
-            # XLA's own (C-contiguous float64) buffers, one element, one physics step.
-            if self.engine.step_one(state, ctrl, out):
+        if buffers and B == 1 and direct and ctrl.dtype == np.float64:
+            # XLA's own (C-contiguous float64) buffers, one element.
+            if self.engine.step_one(state, ctrl, out, self.nstep):
                 out[...] = np.nan  # see below
             return
         next_state, diverged = self.engine.step(
@@ -411,6 +416,12 @@ class Simulator:
         return f
 
     def _host_step(self, state: np.ndarray, ctrl: np.ndarray, nstep: int) -> np.ndarray:
+        if state.ndim == 1 and _plain_float64(state) and _plain_float64(ctrl):
+            # Unbatched (`lax.scan` of `sim.step` without vmap): the one-element fast path.
+            out = np.empty((1, self.nstate))
+            if self._engine.step_one(state[None], ctrl[None], out, nstep):
+                out[...] = np.nan  # see below
+            return out[0]
         if state.ndim == 2:  # under one vmap (the common case): no reshapes needed
             out, diverged = self._engine.step(state, ctrl, nstep)
         else:
