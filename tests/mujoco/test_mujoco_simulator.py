@@ -298,3 +298,21 @@ def test_diverging_single_element_from_time_zero_is_nan(tmp_path, monkeypatch, x
     assert bool(jnp.isnan(step(bad, jnp.zeros((1, sim.nu)))).all())
     out = step(good, jnp.zeros((1, sim.nu)))
     assert not bool(jnp.isnan(out).any()) and float(out[0, 0]) == sim.model.opt.timestep
+
+
+@pytest.mark.parametrize("env_id", ["Hopper-v5", "Ant-v5"])
+def test_one_element_paths_equal_mujoco_and_flag_divergence(sims, env_id, x64):
+    # Batch 1 (vmapped or not) at the environment's frame_skip takes the one-element engine
+    # path: equal to raw MuJoCo bit for bit, and a non-finite control gives NaN, not a reset.
+    sim = sims[env_id]
+    model, frame_skip = gym(env_id)
+    assert frame_skip > 1
+    S = random_states(model, 1)
+    U = np.random.default_rng(3).uniform(-0.4, 0.4, (1, 1, model.nu))
+    ref = raw_rollout(model, S[0], U[0], frame_skip)[0][0]
+    np.testing.assert_array_equal(jax.jit(sim.step)(S[0], U[0, 0]), ref)
+    np.testing.assert_array_equal(jax.jit(jax.vmap(sim.step))(S, U[:, 0])[0], ref)
+    bad = U[0, 0].copy()
+    bad[0] = np.nan
+    assert bool(jnp.isnan(jax.jit(sim.step)(S[0], bad)).all())
+    assert bool(jnp.isnan(jax.jit(jax.vmap(sim.step))(S, bad[None])).all())
