@@ -69,8 +69,10 @@ def humanoid_with_sensors(
 
 def model_of(case: str) -> tuple[mujoco.MjModel, int]:
     # PGS stops after 50 iterations, short of convergence, so its forces depend on the warm
-    # start, which a rollout carries from step to step and a Jacobian does not follow (see
-    # docs/mujoco.md, "Derivatives through contact"): these two run without it.
+    # start, which a rollout carries from step to step. Each step's Jacobian starts from the
+    # warm start the rollout had there, but the warm start's own dependence on the earlier
+    # states is not differentiated (see docs/mujoco.md, "Derivatives through contact"; up to
+    # 0.8% here): these two run without it.
     if case == "humanoid+sensors/RK4-PGS":  # the shipped integrator and solver
         return humanoid_with_sensors(RK4, PGS, warmstart=False)
     if case == "humanoid+sensors/Euler-PGS":  # mjd_transitionFD's path
@@ -182,7 +184,8 @@ def test_gradients_on_the_ground_equal_raw_central_differences(x64):
 
 @pytest.mark.parametrize("integrator", [EULER, RK4])
 def test_sensor_jacobian_on_the_ground(integrator, x64):
-    """d sensordata / d (state, ctrl) of one step, against raw central differences."""
+    """d sensordata / d (state, ctrl) of one step, against raw central differences (without
+    the warm start, which a step carries over its `frame_skip` physics steps; see above)."""
     model, frame_skip = humanoid_with_sensors(integrator, PGS, warmstart=False)
     sim = Simulator(model, frame_skip=frame_skip)
     state, ncon = ground_state(model, frame_skip, 2)
@@ -216,3 +219,53 @@ def test_sensor_jacobian_on_the_ground(integrator, x64):
         ref = (raw(state, ctrl + e) - raw(state, ctrl - e)) / 2e-8
         np.testing.assert_allclose(Ju[:, k], ref, rtol=1e-3, atol=1e-3)
     assert checked > 50
+
+
+def test_rollout_jacobian_starts_from_the_rollouts_warm_start(x64):
+    """The last step's Jacobian in a rollout uses the warm start the rollout carried there.
+
+    PGS stops short of convergence (here after 8 iterations), so its forces depend on the warm
+    start (`qacc_warmstart`), which `mujoco.rollout` carries from step to step. The last
+    control moves only the last step, whose warm start it does not change: the derivative of
+    the final state and sensors with respect to it is that step's Jacobian at the warm start
+    the rollout had, and equals raw central differences to rounding. Differenced from a zero
+    warm start, it was 3.4e-4 off (and 4.3e-4 at PGS's default 50 iterations). RK4 (the
+    batched-rollout path): on this humanoid, MuJoCo's Euler/PGS step came out the same with
+    and without the rollout's warm start, so Euler cannot show the difference here.
+    """
+    model, frame_skip = humanoid_with_sensors(RK4, PGS)
+    model.opt.iterations = 8
+    sim = Simulator(model, frame_skip=frame_skip)
+    state, ncon = ground_state(model, frame_skip, 2)
+    assert ncon > 0
+    lo, hi = model.actuator_ctrlrange.T
+    ctrls = 0.3 * np.random.default_rng(0).uniform(lo, hi, (4, model.nu))
+
+    def last(s, u):
+        traj = sim.rollout(s, u)
+        return jnp.concatenate([traj.state[-1], traj.sensordata[-1]])
+
+    got = jax.jit(jax.jacfwd(last, argnums=1))(state, ctrls)[:, -1]
+
+    def raw(u):
+        d = mujoco.MjData(model)
+        mujoco.mj_setState(model, d, state, FULL)
+        s = np.empty_like(state)
+        for u_t in u:
+            d.ctrl[:] = u_t
+            for _ in range(frame_skip):
+                mujoco.mj_step(model, d)
+        mujoco.mj_getState(model, d, s, FULL)
+        return np.concatenate([s, d.sensordata])
+
+    refs = []
+    for h in STEPS[1:]:
+        ref = np.empty((len(state) + model.nsensordata, model.nu))
+        for k in range(model.nu):
+            e = np.zeros_like(ctrls)
+            e[-1, k] = h
+            ref[:, k] = (raw(ctrls + e) - raw(ctrls - e)) / (2 * h)
+        refs.append(ref)
+    ok = np.abs(refs[0] - refs[1]) <= 1e-5 * np.maximum(1.0, np.abs(refs[1]))
+    assert ok.mean() > 0.9, ok.mean()
+    np.testing.assert_allclose(got[ok], refs[1][ok], rtol=1e-5, atol=1e-5)

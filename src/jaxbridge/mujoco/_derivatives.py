@@ -41,7 +41,7 @@ from ._state import FULLPHYSICS
 mujoco: Any = _mujoco
 MjModel = MjData = Any  # for annotations
 
-__all__ = ["QposMap", "split_batch", "step_jacobians", "straddle_safe"]
+__all__ = ["QposMap", "primal_warmstarts", "split_batch", "step_jacobians", "straddle_safe"]
 
 # The difference step, in tangent coordinates and controls. MuJoCo computes in float64 whatever
 # the caller's dtype, so a quotient's rounding error is about 1e-16 |f| / EPS (1e-8 of |f|),
@@ -262,13 +262,50 @@ def _executor() -> ThreadPoolExecutor:
         return _EXECUTOR
 
 
-def _tangent_mjd(engine: Engine, state: np.ndarray, ctrl: np.ndarray, nstep: int):
+def primal_warmstarts(
+    engine: Engine, state: np.ndarray, ctrls: np.ndarray, nstep: int
+) -> np.ndarray:
+    """The constraint solver's warm start (`qacc_warmstart`) before each step of a rollout.
+
+    `mujoco.rollout` carries the warm start from one physics step to the next, and PGS (which
+    stops at a fixed iteration count) gives forces that depend on it. This replays the rollout
+    of `(B, nstate)` states and `(B, T, nu)` controls (each held for `nstep` physics steps)
+    with `mj_step` from the condition `mujoco.rollout` starts an element from, on the
+    worker's threads, and returns the `(B, T, nv)` warm starts each step began with (row 0 is
+    zeros, a fresh `MjData`'s). It costs one rollout: a step's Jacobian costs `2 n + 1`.
+    """
+    m = engine.model
+    B, T = ctrls.shape[:2]
+    out = np.empty((B, T, m.nv))
+
+    def run(d: MjData, lo: int, hi: int) -> None:
+        for i in range(lo, hi):
+            engine.reset(d, state[i])
+            for t in range(T):
+                out[i, t] = d.qacc_warmstart
+                d.ctrl[:] = ctrls[i, t]
+                for _ in range(nstep):
+                    mujoco.mj_step(m, d)
+
+    with engine.worker() as w:
+        split_batch(run, B, w.datas)
+    return out
+
+
+def _tangent_mjd(
+    engine: Engine,
+    state: np.ndarray,
+    ctrl: np.ndarray,
+    nstep: int,
+    warmstart: np.ndarray | None,
+):
     """Tangent A, B, C, D of `nstep` physics steps by `mjd_transitionFD`, chained.
 
     Each physics step is differenced twice, forward (`eps = h`) and backward (`eps = -h`,
     which `mjd_transitionFD` takes as a one-sided step to the left): together the cost of its
     centred difference plus one step, and `straddle_safe` chooses from the two sides. The
-    batch is split over the worker's `MjData`s, one thread each.
+    batch is split over the worker's `MjData`s, one thread each. Each element starts from its
+    `warmstart` row (`qacc_warmstart`, which `mjd_transitionFD` holds fixed), or zeros.
     """
     m = engine.model
     nt, nu, ns, B = 2 * m.nv + m.na, m.nu, m.nsensordata, state.shape[0]
@@ -294,6 +331,8 @@ def _tangent_mjd(engine: Engine, state: np.ndarray, ctrl: np.ndarray, nstep: int
 
         for i in range(lo, hi):
             engine.reset(d, state[i], ctrl[i])
+            if warmstart is not None:
+                d.qacc_warmstart[:] = warmstart[i]
             Phi, Gam = np.eye(nt), np.zeros((nt, nu))
             for k in range(nstep):
                 plus, minus = sides(EPS)
@@ -341,15 +380,27 @@ def perturbations(
     return x, u
 
 
-def _tangent_fd(engine: Engine, qmap: QposMap, state: np.ndarray, ctrl: np.ndarray, nstep: int):
-    """The same one-sided pairs of differences, over batched rollouts (on the thread pool)."""
+def _tangent_fd(
+    engine: Engine,
+    qmap: QposMap,
+    state: np.ndarray,
+    ctrl: np.ndarray,
+    nstep: int,
+    warmstart: np.ndarray | None,
+):
+    """The same one-sided pairs of differences, over batched rollouts (on the thread pool),
+    every perturbed copy starting from its element's `warmstart` row (or zeros)."""
     m, L = engine.model, engine.layout
     nu, nt = m.nu, 2 * m.nv + m.na
     B, n = state.shape[0], nt + nu
     qs, vs, acts = slices(L)
 
-    def simulate(x: np.ndarray, u: np.ndarray) -> np.ndarray:  # states and sensors, joined
-        states, sensors, _ = engine.rollout(x.reshape(-1, L.nstate), u.reshape(-1, 1, nu), nstep)
+    def simulate(x: np.ndarray, u: np.ndarray, warm: np.ndarray | None) -> np.ndarray:
+        # states and sensors, joined; `warm` holds one warm start per point (or None)
+        x2 = x.reshape(-1, L.nstate)
+        if warm is not None:
+            warm = np.broadcast_to(warm, (*x.shape[:-1], m.nv)).reshape(-1, m.nv)
+        states, sensors, _ = engine.rollout(x2, u.reshape(-1, 1, nu), nstep, warm)
         return np.concatenate([states[:, 0], sensors[:, 0]], axis=-1).reshape(*x.shape[:-1], -1)
 
     def tangent(a: np.ndarray, b: np.ndarray) -> np.ndarray:  # b - a: tangent state, sensors
@@ -371,7 +422,7 @@ def _tangent_fd(engine: Engine, qmap: QposMap, state: np.ndarray, ctrl: np.ndarr
     # Row 0 of each element is the unperturbed point, then the + and - points of each direction.
     x = np.concatenate([state[:, None], x.reshape(B, 2 * n, L.nstate)], axis=1)
     u = np.concatenate([ctrl[:, None], u.reshape(B, 2 * n, nu)], axis=1)
-    out = simulate(x, u)
+    out = simulate(x, u, None if warmstart is None else warmstart[:, None])
     nominal = out[:, 0]
     plus, minus = sides(out[:, 1:].reshape(B, n, 2, -1), nominal[:, None], EPS)
 
@@ -379,7 +430,8 @@ def _tangent_fd(engine: Engine, qmap: QposMap, state: np.ndarray, ctrl: np.ndarr
         b, j = index
         h = EPS / REFINE
         xr, ur = perturbations(m, L, qmap, state[b], ctrl[b], j, h)
-        return sides(simulate(xr, ur), nominal[b], h)
+        warm = None if warmstart is None else warmstart[b][:, None]
+        return sides(simulate(xr, ur, warm), nominal[b], h)
 
     Z = straddle_safe(np.swapaxes(plus, 1, 2), np.swapaxes(minus, 1, 2), refine)
     tangents = (Z[:, :nt, :nt], Z[:, :nt, nt:], Z[:, nt:, :nt], Z[:, nt:, nt:])
@@ -399,6 +451,7 @@ def step_jacobians(
     nstep: int,
     next_state: np.ndarray | None = None,
     method: str = "auto",
+    warmstart: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Jacobians of one step (`nstep` physics steps) at each of `B` states and controls.
 
@@ -411,6 +464,10 @@ def step_jacobians(
         next_state: the `(B, nstate)` states after the step, if known (else simulated).
         method: `"mjd"` (`mjd_transitionFD`), `"fd"` (batched rollouts) or `"auto"`
             (`"mjd"` unless the model integrates with RK4).
+        warmstart: `(B, nv)` constraint-solver warm starts (`qacc_warmstart`) each step
+            starts from (a rollout's, from `primal_warmstarts`), held fixed under the
+            perturbations as `mjd_transitionFD` holds them; None for a fresh `MjData`'s
+            (zeros, what `Simulator.step` starts from).
 
     Returns:
         `(Jx, Ju, Sx, Su)`: `d next_state / d state` `(B, nstate, nstate)`, `d next_state /
@@ -425,9 +482,9 @@ def step_jacobians(
     if method == "auto":
         method = "mjd" if uses_mjd(m) else "fd"
     if method == "mjd":
-        (A, Bm, C, D), reached = _tangent_mjd(engine, state, ctrl, nstep)
+        (A, Bm, C, D), reached = _tangent_mjd(engine, state, ctrl, nstep, warmstart)
     else:
-        (A, Bm, C, D), reached = _tangent_fd(engine, qmap, state, ctrl, nstep)
+        (A, Bm, C, D), reached = _tangent_fd(engine, qmap, state, ctrl, nstep, warmstart)
     if next_state is None:
         next_state = reached
     B, nv, na, nt = state.shape[0], m.nv, m.na, 2 * m.nv + m.na

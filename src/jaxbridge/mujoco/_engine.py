@@ -212,7 +212,11 @@ class Engine:
     # -- stepping ------------------------------------------------------------------------
 
     def rollout(
-        self, state: np.ndarray, ctrl: np.ndarray, nstep: int
+        self,
+        state: np.ndarray,
+        ctrl: np.ndarray,
+        nstep: int,
+        warmstart: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Rolls out `T` controls, each held for `nstep` physics steps.
 
@@ -220,6 +224,8 @@ class Engine:
             state: `(B, nstate)` initial states.
             ctrl: `(B, T, nu)` controls.
             nstep: physics steps per control.
+            warmstart: `(B, nv)` constraint-solver warm starts (`qacc_warmstart`) to start
+                from, or None for MuJoCo's fresh `MjData` (zeros).
 
         Returns:
             `(states, sensordata, diverged)`: `(B, T, nstate)` states after each control,
@@ -234,7 +240,9 @@ class Engine:
         out_state = np.empty((B, N, self.layout.nstate))
         out_sensor = np.empty((B, N, self.nsensordata))
         if B and N:
-            diverged = self._run(state, full, N, out_state, out_sensor)
+            if warmstart is not None:
+                warmstart = _float64(warmstart)
+            diverged = self._run(state, full, N, out_state, out_sensor, warmstart)
         else:
             diverged = np.zeros(B, bool)
         if nstep == 1:
@@ -326,6 +334,7 @@ class Engine:
         N: int,
         out_state: np.ndarray,
         out_sensor: np.ndarray | None,
+        warmstart: np.ndarray | None = None,
     ) -> np.ndarray:
         """One `mujoco.rollout` of `N` steps per element into the outputs; the flags."""
         B = state.shape[0]
@@ -341,7 +350,7 @@ class Engine:
                 N,
                 _CTRL,
                 state,
-                None,
+                warmstart,
                 full,
                 out_state,
                 out_sensor,

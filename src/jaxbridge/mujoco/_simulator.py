@@ -515,12 +515,9 @@ class Simulator:
         state, ctrls = primals
         dstate, dctrls = tangents
         states, sensors, diverged = self._rollout_core(state, ctrls, nstep)
-        prev = jnp.concatenate([state[None], states[:-1]])
         # One host call for the Jacobians of all T steps (on the thread pool), at the states
-        # the primal rollout already visited: no re-simulation of the trajectory.
-        Jx, Ju, Sx, Su = jax.vmap(functools.partial(self._jacobians_host, nstep=nstep))(
-            prev, ctrls, states
-        )
+        # the primal rollout already visited, each from the warm start it had there.
+        Jx, Ju, Sx, Su = self._jacobians_host(state, ctrls, states, nstep=nstep)
 
         def chain(dx, per_step):
             Jx_t, Ju_t, Sx_t, Su_t, du_t = per_step
@@ -532,23 +529,38 @@ class Simulator:
         zero = np.zeros(diverged.shape, jax.dtypes.float0)
         return (states, sensors, diverged), (dstates, dsensors, zero)
 
-    def _jacobians_result(self, state, ctrl, next_state, nstep):
-        lead, n, nu, ns = state.shape[:-1], self.nstate, self.nu, self.nsensordata
+    def _jacobians_result(self, state, ctrls, states, nstep):
+        lead, n, nu, ns = states.shape[:-1], self.nstate, self.nu, self.nsensordata
         shape = lambda *s: jax.ShapeDtypeStruct((*lead, *s), state.dtype)  # noqa: E731
         return shape(n, n), shape(n, nu), shape(ns, n), shape(ns, nu)
 
-    def _host_jacobians(self, state, ctrl, next_state, nstep):
+    def _host_jacobians(self, state, ctrls, states, nstep):
+        """The `(*batch, T)` step Jacobians of a rollout from `state` `(*batch, n)` with
+        `ctrls` `(*batch, T, nu)` that visited `states` `(*batch, T, n)`.
+
+        `mujoco.rollout` carries the constraint solver's warm start from step to step, and
+        PGS's forces depend on it: each step is differenced from the warm start the rollout
+        had there (replayed on the host, one rollout's cost), which central differences of
+        the whole rollout hold fixed to first order.
+        """
         n, nu, ns = self.nstate, self.nu, self.nsensordata
+        T = ctrls.shape[-2]
+        state0 = np.ascontiguousarray(state.reshape(-1, n), dtype=np.float64)
+        ctrls = np.ascontiguousarray(ctrls.reshape(-1, T, nu), dtype=np.float64)
+        visited = np.ascontiguousarray(states.reshape(-1, T, n), dtype=np.float64)
+        prev = np.concatenate([state0[:, None], visited[:, :-1]], axis=1)
+        warmstart = _derivatives.primal_warmstarts(self._engine, state0, ctrls, nstep)
         Jx, Ju, Sx, Su = _derivatives.step_jacobians(
             self._engine,
             self._qmap,
-            state.reshape(-1, n),
-            ctrl.reshape(-1, nu),
+            prev.reshape(-1, n),
+            ctrls.reshape(-1, nu),
             nstep,
-            next_state=next_state.reshape(-1, n),
+            next_state=visited.reshape(-1, n),
             method=self.derivatives,
+            warmstart=warmstart.reshape(-1, self.model.nv),
         )
-        lead = state.shape[:-1]
+        lead = states.shape[:-1]
         return (
             Jx.reshape((*lead, n, n)),
             Ju.reshape((*lead, n, nu)),
