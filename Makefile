@@ -26,7 +26,9 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/pyright src
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile  # two workers: one per core
+	# Two workers, one per core. A hung test ends its worker after 300 s (pytest-timeout, in
+	# pyproject.toml); `timeout` bounds the whole run in case anything outside a test hangs.
+	timeout -k 60 1800 $(BIN)/python -m pytest -q -n 2 --dist loadfile
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 bench: $(BENCH_STAMP)
