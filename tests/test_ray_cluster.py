@@ -267,7 +267,7 @@ def three_nodes():
 
     # The head notices a killed node after a few missed health checks: seconds, not Ray's
     # default of about half a minute. Not fewer: on two loaded cores a live raylet can miss a
-    # few, and a raylet the head marks dead exits (the head's own takes this process with it).
+    # few, and a raylet the head marks dead exits (its tasks fail, the head's own included).
     health = {"health_check_period_ms": 1000, "health_check_failure_threshold": 8}
     head = {"num_cpus": 1, "include_dashboard": False, "_system_config": health}
     with private_ray():
