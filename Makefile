@@ -27,8 +27,9 @@ test: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/pyright src
 	# Two workers, one per core. A hung test ends its worker after 300 s (pytest-timeout, in
-	# pyproject.toml); `timeout` bounds the whole run in case anything outside a test hangs.
-	timeout -k 60 1800 $(BIN)/python -m pytest -q -n 2 --dist loadfile
+	# pyproject.toml); a worker that dies ends the run instead of being replaced (a CI run once
+	# made no progress for an hour after one died); `timeout` bounds the whole run.
+	timeout -k 60 1800 $(BIN)/python -m pytest -q -n 2 --dist loadfile --max-worker-restart=0
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 bench: $(BENCH_STAMP)
