@@ -24,6 +24,7 @@ import os
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -392,12 +393,22 @@ class _ExitGuard:
     JAX's runtime down makes the process crash (SIGSEGV, with no Python frame). At exit no
     new chunk starts, and `wait` gives the running ones a bounded time to finish; their batch
     raises `InterpreterExitError`, never returns partial results.
+
+    A batch that has just ended is not yet out of XLA either: its caller still has to return
+    from the computation (or go on to its next host call, as a `scan` does), and a daemon
+    thread that takes the GIL back once finalisation has begun is stopped inside XLA's C++
+    frames, which aborts the process ("FATAL: exception not rethrown"). So daemon threads that
+    left a batch in the last `RECENT` seconds are joined too, for at most `RECENT` seconds.
     """
+
+    RECENT = 1.0
 
     def __init__(self) -> None:
         self.exiting = False
         self.registered = False
         self.active: dict[threading.Thread, int] = {}  # calling thread -> batches in flight
+        # calling thread -> when it last left a batch (weak: ended threads drop out)
+        self.left: weakref.WeakKeyDictionary[threading.Thread, float] = weakref.WeakKeyDictionary()
         self.cond = threading.Condition()
 
     def __enter__(self) -> None:
@@ -418,19 +429,33 @@ class _ExitGuard:
             self.active[me] -= 1
             if not self.active[me]:
                 del self.active[me]
+            self.left[me] = time.monotonic()
             self.cond.notify_all()
 
     def wait(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
+        start = time.monotonic()
+        deadline = start + timeout
+        me = threading.current_thread()
         with self.cond:
             self.exiting = True
-            callers = [t for t in self.active if t is not threading.current_thread()]
+            callers = [t for t in self.active if t is not me]
+            recent = [
+                t
+                for t, left in list(self.left.items())
+                if start - left < self.RECENT and t is not me and t not in self.active
+            ]
             self.cond.wait_for(lambda: not self.active, timeout)
         # Out of the batch is not yet out of XLA: the caller's computation still has to return
         # (with the batch's error) before the runtime goes. Daemon callers are joined, bounded.
         for t in callers:
             if t.daemon:
                 t.join(max(0.0, deadline - time.monotonic()))
+        # Those that had just left a batch: most end (or fail at their next one) at once; one
+        # that lives on doing other work delays the exit by at most RECENT seconds in all.
+        recent_deadline = min(deadline, time.monotonic() + self.RECENT)
+        for t in recent:
+            if t.daemon:
+                t.join(max(0.0, recent_deadline - time.monotonic()))
 
 
 EXITING = "the interpreter is exiting: the batch was stopped before all its elements ran"
