@@ -8,6 +8,7 @@ live Ray connection is clean: checked in a fresh subprocess.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -211,6 +212,14 @@ EXIT_SCRIPT = textwrap.dedent(
                 print("stopped:", "InterpreterExitError" in str(e), flush=True)
         threading.Thread(target=loop, daemon=True).start()
         started.wait(30)
+    elif mode == "shard":
+        # Batches on XLA's own threads (one per device), just before exit: those threads are
+        # Python's dummies, which cannot be joined (exit raised "cannot join a dummy thread").
+        from jax.sharding import Mesh, PartitionSpec as P
+        mesh = Mesh(np.array(jax.devices()), ("d",))
+        f = jaxbridge.host(lambda v: v * 2, vmap=ex("Threads")(2))
+        g = jax.jit(jax.shard_map(jax.vmap(f), mesh=mesh, in_specs=P("d"), out_specs=P("d")))
+        assert g(x).tolist() == (x * 2).tolist()
     elif mode == "reentrant":
         inner = jax.jit(lambda v: v + 1)
         f = jaxbridge.host(lambda v: np.asarray(inner(v)), vmap=ex("Threads")(2))
@@ -221,16 +230,20 @@ EXIT_SCRIPT = textwrap.dedent(
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("mode", ["pools", "ray", "busy", "scan", "reentrant"])
+@pytest.mark.parametrize("mode", ["pools", "ray", "busy", "scan", "shard", "reentrant"])
 def test_interpreter_exit_with_live_pools_is_clean(mode):
     if mode == "ray":
         pytest.importorskip("ray")
+    env = dict(os.environ)
+    if mode == "shard":  # two CPU devices, before the script's backend starts
+        env["JAX_NUM_CPU_DEVICES"] = "2"
     proc = subprocess.run(
         [sys.executable, "-c", EXIT_SCRIPT, mode],
         capture_output=True,
         text=True,
         timeout=240,
         cwd=ROOT,
+        env=env,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     if mode == "scan":  # the daemon reports after the main thread's "done", at exit

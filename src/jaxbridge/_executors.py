@@ -448,14 +448,20 @@ class _ExitGuard:
         # Out of the batch is not yet out of XLA: the caller's computation still has to return
         # (with the batch's error) before the runtime goes. Daemon callers are joined, bounded.
         for t in callers:
-            if t.daemon:
+            if _joinable(t):
                 t.join(max(0.0, deadline - time.monotonic()))
         # Those that had just left a batch: most end (or fail at their next one) at once; one
         # that lives on doing other work delays the exit by at most RECENT seconds in all.
         recent_deadline = min(deadline, time.monotonic() + self.RECENT)
         for t in recent:
-            if t.daemon:
+            if _joinable(t):
                 t.join(max(0.0, recent_deadline - time.monotonic()))
+
+
+def _joinable(t: threading.Thread) -> bool:
+    """A daemon thread that Python started: XLA's own threads (which run the host calls of a
+    `shard_map` or a sharded jit) appear as dummy threads, which cannot be joined."""
+    return t.daemon and not isinstance(t, threading._DummyThread)
 
 
 EXITING = "the interpreter is exiting: the batch was stopped before all its elements ran"
