@@ -185,9 +185,9 @@ class HostCall:
         The batch follows from the shapes, so it is found here once, not on every call.
         """
         batch = self.batch_of(in_shapes, out_shapes)
-        return functools.partial(
-            self._io_buffer_call if io else self._buffer_call, batch, len(out_shapes) == 1
-        )
+        if io:
+            return functools.partial(self._io_buffer_call, batch)
+        return functools.partial(self._buffer_call, batch, len(out_shapes) == 1)
 
     def _buffer_call(self, batch: tuple, single: bool, ctx: Any, outs: Any, *ins: Any) -> None:
         """A pure call: the host function reads XLA's buffers through zero-copy views.
@@ -243,10 +243,10 @@ class HostCall:
     def _kept_message(self, i: int) -> str:
         return _errors.KEPT_ARGUMENT.format(name=self.name, arg=self.split.describe(i, self.fn))
 
-    def _io_buffer_call(self, batch: tuple, single: bool, ctx: Any, outs: Any, *ins: Any) -> None:
+    def _io_buffer_call(self, batch: tuple, ctx: Any, outs: Any, *ins: Any) -> None:
         """An io call: the host function gets copies it owns, so it may keep its arguments
         (`log.append(x)`, as JAX's own io tests do)."""
-        del ctx, single
+        del ctx
         arrays = [b.__array__().copy() for b in ins]
         for a in arrays:
             a.setflags(write=False)  # as in a pure call: writing to an argument is a bug

@@ -316,3 +316,52 @@ def test_one_element_paths_equal_mujoco_and_flag_divergence(sims, env_id, x64):
     bad[0] = np.nan
     assert bool(jnp.isnan(jax.jit(sim.step)(S[0], bad)).all())
     assert bool(jnp.isnan(jax.jit(jax.vmap(sim.step))(S, bad[None])).all())
+
+
+PASSIVE = """<mujoco><worldbody><geom type="plane" size="5 5 .1"/>
+  <body pos="0 0 0.3"><freejoint/><geom type="sphere" size="0.06"/></body>
+  <body pos="0.5 0 0.5"><joint type="hinge" axis="0 1 0"/>
+    <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/></body>
+</worldbody><sensor><framepos objtype="xbody" objname="world"/></sensor></mujoco>"""
+
+
+def test_a_model_without_actuators(x64):
+    """`nu == 0`: zero-size controls everywhere (they used to fail in a reshape)."""
+    import mujoco
+
+    model = mujoco.MjModel.from_xml_string(PASSIVE)
+    sim = Simulator(model, frame_skip=2)
+    assert sim.nu == 0
+    rng = np.random.default_rng(1)
+    S = np.stack([np.asarray(sim.initial_state())] * 3)
+    S[:, 1 + model.nq :] += 0.3 * rng.standard_normal((3, model.nv))  # random velocities
+    U = np.zeros((3, 4, 0))
+    refs = [raw_rollout(model, S[i], U[i], 2) for i in range(3)]
+    traj = jax.jit(sim.rollout)(S, U)
+    np.testing.assert_array_equal(traj.state, np.stack([r[0] for r in refs]))
+    np.testing.assert_array_equal(traj.sensordata, np.stack([r[1] for r in refs]))
+    # two leading batch dimensions, and vmap of one
+    np.testing.assert_array_equal(
+        sim.step(S[None], U[None, :, 0]), np.stack([r[0][0] for r in refs])[None]
+    )
+    np.testing.assert_array_equal(jax.vmap(sim.step)(S, U[:, 0]), np.stack([r[0][0] for r in refs]))
+    # derivatives of rollout, step and forward, against central differences of raw MuJoCo
+    loss = lambda s: sim.rollout(s, U[0]).state[-1, 1 : 1 + model.nq].sum()  # noqa: E731
+    h = 1e-6
+    fd = []
+    for j in range(1 + model.nq, 1 + model.nq + model.nv):  # velocity directions
+        plus, minus = S[0].copy(), S[0].copy()
+        plus[j] += h
+        minus[j] -= h
+        fd.append(
+            (
+                raw_rollout(model, plus, U[0], 2)[0][-1, 1 : 1 + model.nq].sum()
+                - raw_rollout(model, minus, U[0], 2)[0][-1, 1 : 1 + model.nq].sum()
+            )
+            / (2 * h)
+        )
+    g = jax.jit(jax.grad(loss))(S[0])
+    np.testing.assert_allclose(g[1 + model.nq : 1 + model.nq + model.nv], fd, rtol=1e-5, atol=1e-6)
+    assert jax.jacfwd(sim.step)(S[0]).shape == (sim.nstate, sim.nstate)
+    J = jax.jacrev(lambda s: sim.forward(s)["xpos"])(S[0])
+    assert J.shape == (model.nbody, 3, sim.nstate) and np.isfinite(J).all()

@@ -35,7 +35,7 @@ import numpy as np
 
 from ._engine import Engine
 from ._model import mujoco as _mujoco
-from ._state import FULLPHYSICS
+from ._state import FULLPHYSICS, flat
 
 # The bindings are compiled modules that pyright cannot read: use them untyped.
 mujoco: Any = _mujoco
@@ -397,10 +397,10 @@ def _tangent_fd(
 
     def simulate(x: np.ndarray, u: np.ndarray, warm: np.ndarray | None) -> np.ndarray:
         # states and sensors, joined; `warm` holds one warm start per point (or None)
-        x2 = x.reshape(-1, L.nstate)
+        x2 = flat(x)
         if warm is not None:
-            warm = np.broadcast_to(warm, (*x.shape[:-1], m.nv)).reshape(-1, m.nv)
-        states, sensors, _ = engine.rollout(x2, u.reshape(-1, 1, nu), nstep, warm)
+            warm = flat(np.broadcast_to(warm, (*x.shape[:-1], m.nv)))
+        states, sensors, _ = engine.rollout(x2, flat(u)[:, None], nstep, warm)
         return np.concatenate([states[:, 0], sensors[:, 0]], axis=-1).reshape(*x.shape[:-1], -1)
 
     def tangent(a: np.ndarray, b: np.ndarray) -> np.ndarray:  # b - a: tangent state, sensors

@@ -231,7 +231,9 @@ class Engine:
             `(states, sensordata, diverged)`: `(B, T, nstate)` states after each control,
             `(B, T, nsensordata)` sensor values of the last physics step of each, and `(B,)`
             flags, true where MuJoCo warned (bad qpos/qvel/qacc, full contact buffer) and so
-            reset or stopped that element's simulation, or where the input was not finite.
+            reset or stopped that element's simulation, or where the input was not finite (a
+            warning that neither resets nor stops, in the last physics step, is seen only from
+            time 0).
         """
         state = _float64(state)
         B, T = ctrl.shape[:2]

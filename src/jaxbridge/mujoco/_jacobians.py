@@ -40,6 +40,7 @@ from ._derivatives import (
 )
 from ._engine import Engine
 from ._model import mujoco as _mujoco
+from ._state import flat
 
 # The bindings are compiled modules that pyright cannot read: use them untyped.
 mujoco: Any = _mujoco
@@ -285,9 +286,7 @@ def _differences(
 
     dirs = np.tile(np.arange(n), B)
     x, u = perturbations(m, L, qmap, np.repeat(state, n, 0), np.repeat(ctrl, n, 0), dirs, EPS)
-    points = evaluate(
-        np.concatenate([state, x.reshape(-1, L.nstate)]), np.concatenate([ctrl, u.reshape(-1, nu)])
-    )
+    points = evaluate(np.concatenate([state, flat(x)]), np.concatenate([ctrl, flat(u)]))
     nominal, moved = points[:B], points[B:].reshape(B, n, 2, -1)
 
     def sides(moved: np.ndarray, nominal: np.ndarray, h: float):
@@ -297,7 +296,7 @@ def _differences(
         b, j = index
         h = EPS / REFINE
         xr, ur = perturbations(m, L, qmap, state[b], ctrl[b], j, h)
-        again = evaluate(xr.reshape(-1, L.nstate), ur.reshape(-1, nu)).reshape(len(b), 2, -1)
+        again = evaluate(flat(xr), flat(ur)).reshape(len(b), 2, -1)
         return sides(again, nominal[b], h)
 
     plus, minus = sides(moved, nominal[:, None], EPS)

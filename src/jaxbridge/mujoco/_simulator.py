@@ -17,7 +17,7 @@ from .._batching import VECTORIZED, AbstractBatching, flatten_batch
 from . import _derivatives, _jacobians
 from ._engine import DEFAULT_OUTPUTS, Engine
 from ._model import load_gymnasium, load_model
-from ._state import StateParts
+from ._state import StateParts, flat
 
 if TYPE_CHECKING:  # jaxtyping is a test-time dependency only
     from jaxtyping import Array, ArrayLike, Float
@@ -44,7 +44,9 @@ class Trajectory(NamedTuple):
         diverged: `(*batch,)` booleans: MuJoCo warned during this rollout (bad qpos, qvel or
             qacc, usually a diverging simulation, or a full contact buffer), reset or stopped
             it, and repeated the state it stopped at for the remaining steps; or the input held
-            NaN or Inf. The other elements of the batch are unaffected.
+            NaN or Inf. The other elements of the batch are unaffected. A warning that does not
+            reset (a full buffer) in the rollout's last physics step is not flagged, unless the
+            rollout started at time 0 (see "Divergence and bad input" in docs/mujoco.md).
     """
 
     state: Array
@@ -425,10 +427,7 @@ class Simulator:
         if state.ndim == 2:  # under one vmap (the common case): no reshapes needed
             out, diverged = self._engine.step(state, ctrl, nstep)
         else:
-            n = self.nstate
-            out, diverged = self._engine.step(
-                state.reshape(-1, n), ctrl.reshape(-1, self.nu), nstep
-            )
+            out, diverged = self._engine.step(flat(state), flat(ctrl), nstep)
             out = out.reshape(state.shape)
             diverged = diverged.reshape(state.shape[:-1])
         # MuJoCo resets a diverging element to its initial state: a plausible-looking state
@@ -442,8 +441,8 @@ class Simulator:
         Jx, Ju, _, _ = _derivatives.step_jacobians(
             self._engine,
             self._qmap,
-            state.reshape(-1, n),
-            ctrl.reshape(-1, nu),
+            flat(state),
+            flat(ctrl),
             nstep,
             method=self.derivatives,
         )
@@ -499,9 +498,7 @@ class Simulator:
 
     def _host_rollout(self, state: np.ndarray, ctrls: np.ndarray, nstep: int):
         lead, T = state.shape[:-1], ctrls.shape[-2]
-        states, sensors, diverged = self._engine.rollout(
-            state.reshape(-1, self.nstate), ctrls.reshape(-1, T, self.nu), nstep
-        )
+        states, sensors, diverged = self._engine.rollout(flat(state), flat(ctrls, 2), nstep)
         return (
             states.reshape((*lead, T, self.nstate)),
             sensors.reshape((*lead, T, self.nsensordata)),
@@ -544,21 +541,20 @@ class Simulator:
         the whole rollout hold fixed to first order.
         """
         n, nu, ns = self.nstate, self.nu, self.nsensordata
-        T = ctrls.shape[-2]
-        state0 = np.ascontiguousarray(state.reshape(-1, n), dtype=np.float64)
-        ctrls = np.ascontiguousarray(ctrls.reshape(-1, T, nu), dtype=np.float64)
-        visited = np.ascontiguousarray(states.reshape(-1, T, n), dtype=np.float64)
+        state0 = np.ascontiguousarray(flat(state), dtype=np.float64)
+        ctrls = np.ascontiguousarray(flat(ctrls, 2), dtype=np.float64)
+        visited = np.ascontiguousarray(flat(states, 2), dtype=np.float64)
         prev = np.concatenate([state0[:, None], visited[:, :-1]], axis=1)
         warmstart = _derivatives.primal_warmstarts(self._engine, state0, ctrls, nstep)
         Jx, Ju, Sx, Su = _derivatives.step_jacobians(
             self._engine,
             self._qmap,
-            prev.reshape(-1, n),
-            ctrls.reshape(-1, nu),
+            flat(prev),
+            flat(ctrls),
             nstep,
-            next_state=visited.reshape(-1, n),
+            next_state=flat(visited),
             method=self.derivatives,
-            warmstart=warmstart.reshape(-1, self.model.nv),
+            warmstart=flat(warmstart),
         )
         lead = states.shape[:-1]
         return (
@@ -627,9 +623,7 @@ class Simulator:
 
     def _host_forward(self, state: np.ndarray, ctrl: np.ndarray, names: tuple[str, ...]):
         lead = state.shape[:-1]
-        out = self._engine.forward(
-            state.reshape(-1, self.nstate), ctrl.reshape(-1, self.nu), names, self.max_contacts
-        )
+        out = self._engine.forward(flat(state), flat(ctrl), names, self.max_contacts)
         return {
             k: (v if np.issubdtype(v.dtype, np.floating) else v.astype(np.int32)).reshape(
                 (*lead, *v.shape[1:])
@@ -642,8 +636,8 @@ class Simulator:
         jac = _jacobians.forward_jacobian(
             self._engine,
             self._qmap,
-            state.reshape(-1, self.nstate),
-            ctrl.reshape(-1, self.nu),
+            flat(state),
+            flat(ctrl),
             names,
             self.max_contacts,
         )

@@ -9,6 +9,7 @@ fields one by one, and users can hand states to `mujoco.rollout` unchanged.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import TYPE_CHECKING, NamedTuple
 
 import jax
@@ -24,9 +25,19 @@ if TYPE_CHECKING:  # jaxtyping is a test-time dependency only
     States = Float[Array, "*batch nstate"]
     StatesLike = Float[ArrayLike, "*batch nstate"]
 
-__all__ = ["FULLPHYSICS", "Layout", "StateParts"]
+__all__ = ["FULLPHYSICS", "Layout", "StateParts", "flat"]
 
 FULLPHYSICS = int(mj.mjtState.mjSTATE_FULLPHYSICS)
+
+
+def flat(a: np.ndarray, core: int = 1) -> np.ndarray:
+    """`a` with all but its last `core` dimensions collapsed into one.
+
+    `a.reshape(-1, *core_shape)` cannot infer that dimension when a core size is 0: a model
+    without actuators has `nu == 0`, without degrees of freedom `nv == 0`.
+    """
+    return a.reshape(math.prod(a.shape[: a.ndim - core]), *a.shape[a.ndim - core :])
+
 
 # The components of mjSTATE_FULLPHYSICS, in the bit order MuJoCo concatenates them.
 _COMPONENTS = (
