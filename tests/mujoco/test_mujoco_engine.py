@@ -276,3 +276,108 @@ def test_step_writes_in_place_and_equals_rollout(nstep):
     f32 = engine.step(S32, U32, nstep)[0]
     ref = engine.rollout(S32.astype(float), U32.astype(float)[:, None], nstep)[0][:, 0]
     np.testing.assert_array_equal(f32, ref)
+
+
+# Two slide joints, each with a strong motor: the first control is clamped to its range, the
+# second is not (MuJoCo zeroes every control of a step when an unclamped one is beyond 1e10).
+MOTORS = """
+<mujoco>
+  <option gravity="{g} 0 0"/>
+  <worldbody>
+    <body><joint name="x" type="slide" axis="1 0 0"/><geom size=".1"/></body>
+    <body pos="0 1 0"><joint name="y" type="slide" axis="0 1 0"/><geom size=".1"/></body>
+  </worldbody>
+  <actuator>
+    <motor joint="x" gear="1000" ctrllimited="true" ctrlrange="-1 1"/>
+    <motor joint="y" gear="1000"/>
+  </actuator>
+</mujoco>
+"""
+
+
+def raw_warns(model, state, ctrls):
+    """Whether MuJoCo warns at any of the physics steps of `ctrls` from `state` (raw mj_step)."""
+    d = mujoco.MjData(model)
+    mujoco.mj_setState(model, d, state, mujoco.mjtState.mjSTATE_FULLPHYSICS)
+    for u in ctrls:
+        d.ctrl[:] = u
+        mujoco.mj_step(model, d)
+        if d.warning.number.any():
+            return True
+    return False
+
+
+@pytest.mark.parametrize("pool", [False, True])
+def test_controls_mujoco_replaces_by_zero_are_flagged(tmp_path, monkeypatch, pool):
+    # A control beyond 1e10 is replaced, with all the others, by zero, and the step carries on
+    # at the right time: a healthy-looking state computed from the wrong controls. Clamped to
+    # its range, the same value is fine. Neither starts at time 0, and the bad one is in the
+    # last physics step, where no time tells.
+    monkeypatch.chdir(tmp_path)
+    model = mujoco.MjModel.from_xml_string(MOTORS.format(g=-9.81))
+    engine = Engine(model, nthread=2)
+    engine.POOL_MIN_WORK = 0.0 if pool else float("inf")
+    S = random_states(model, 4)
+    S[:, 0] = 1.0
+    U = np.zeros((4, 3, 2))
+    U[1, 2, 1] = 1e11  # unclamped: zeroed
+    U[2, 2, 0] = 1e11  # clamped to 1
+    U[3, 2, 1] = -2e10
+    expect = [raw_warns(model, S[i], U[i]) for i in range(4)]
+    assert expect == [False, True, False, True]
+    states, _, diverged = engine.rollout(S, U, 1)
+    assert diverged.tolist() == expect
+    np.testing.assert_array_equal(states[2], raw_rollout(model, S[2], U[2], 1)[0])
+    # One step, batched and one element at a time, and `forward`.
+    last = np.ascontiguousarray(U[:, 2])
+    assert engine.step(S, last, 1)[1].tolist() == expect
+    for i in range(4):
+        out = np.empty((1, engine.layout.nstate))
+        assert engine.step_one(S[i : i + 1].copy(), last[i : i + 1].copy(), out) == expect[i]
+        assert engine.step(S[i : i + 1], last[i : i + 1], 2)[1].tolist() == [expect[i]]
+    qacc = engine.forward(S, last, ("qacc", "xpos"), 4)
+    assert np.isnan(qacc["qacc"][[1, 3]]).all() and np.isfinite(qacc["qacc"][[0, 2]]).all()
+
+
+@pytest.mark.parametrize("pool", [False, True])
+@pytest.mark.parametrize("gravity", [-9.81, -1e13])
+@pytest.mark.parametrize("integrator", ["Euler", "RK4", "implicitfast"])
+def test_one_step_from_time_zero_without_a_replay_each(
+    tmp_path, monkeypatch, pool, gravity, integrator
+):
+    # From time 0, one step ends at time dt whether or not MuJoCo reset the element. A reset
+    # element ends where a healthy step from the reset state ends; only elements that end
+    # there are replayed, not those that started from the reset state itself with zero
+    # controls. With gravity at -1e13 every step diverges, the reset state's included (then
+    # all are replayed).
+    monkeypatch.chdir(tmp_path)
+    model = mujoco.MjModel.from_xml_string(MOTORS.format(g=gravity))
+    model.opt.integrator = getattr(mujoco.mjtIntegrator, f"mjINT_{integrator.upper()}")
+    engine = Engine(model, nthread=2)
+    engine.POOL_MIN_WORK = 0.0 if pool else float("inf")
+    B = 9
+    S = random_states(model, B)
+    S[:, 0] = 0.0
+    U = np.random.default_rng(3).uniform(-1, 1, (B, 1, 2))
+    U[[2, 6], 0, 1] = 1e9  # finite and within MuJoCo's bound, but the acceleration is not
+    d = mujoco.MjData(model)
+    origin = np.empty(engine.layout.nstate)
+    mujoco.mj_getState(model, d, origin, mujoco.mjtState.mjSTATE_FULLPHYSICS)
+    S[[4, 7]], U[[4, 7]] = origin, 0.0  # from the reset state, zero controls
+    replays = []
+    replay = engine._replay_warns
+    monkeypatch.setattr(engine, "_replay_warns", lambda *a: replays.append(1) or replay(*a))
+    states, _, diverged = engine.rollout(S, U, 1)
+    expect = [raw_warns(model, S[i], U[i]) for i in range(B)]
+    assert diverged.tolist() == expect
+    if gravity == -9.81:
+        assert expect == [i in (2, 6) for i in range(B)]
+        assert len(replays) <= 2  # the elements that really reset (was one per element)
+        for i in np.flatnonzero(~diverged):
+            np.testing.assert_array_equal(states[i], raw_rollout(model, S[i], U[i], 1)[0])
+        healthy = [0, 1, 3, 5, 8]  # none ends in the reset state: no replay, no flag
+        assert not engine.rollout(S[healthy], U[healthy], 1)[2].any()
+        assert len(replays) <= 2
+    else:
+        assert all(expect)
+    assert engine.step(S, np.ascontiguousarray(U[:, 0]), 1)[1].tolist() == expect

@@ -28,6 +28,14 @@ DEFAULT_OUTPUTS = ("xpos", "xquat", "site_xpos", "sensordata", "contact_dist")
 _DYNAMIC_PREFIXES = ("efc_", "iefc_", "map_efc2iefc", "map_iefc2efc", "island_", "efm_")
 
 _add_reduce = np.add.reduce  # `ndarray.sum` without its Python wrapper (this runs every step)
+_max_reduce, _min_reduce = np.maximum.reduce, np.minimum.reduce  # both propagate NaN
+
+#: MuJoCo's bound on qpos, qvel, qacc and controls (`mju_isBad`): a control beyond it (after
+#: clamping to `ctrlrange`) is replaced by zero, with a warning that does not reset.
+MAXVAL = float(mj.mjMAXVAL)
+_MAXVAL2 = MAXVAL * MAXVAL  # a sum of squares at most this has no term beyond MAXVAL
+_AUTORESET = int(mj.mjtDisableBit.mjDSBL_AUTORESET)
+_CLAMPCTRL = int(mj.mjtDisableBit.mjDSBL_CLAMPCTRL)
 
 _CTRL = int(mj.mjtState.mjSTATE_CTRL)  # mujoco.rollout's control_spec: controls only
 
@@ -90,16 +98,22 @@ class _Worker:
         self.serial = _native_rollout(0)  # runs on the calling thread, GIL released
         self._models: dict[int, list[MjModel]] = {}
         self._model = model
-        self._step_buffers: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._step_buffers: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
 
-    def step_buffers(self, nstep: int, nstate: int) -> tuple[np.ndarray, np.ndarray]:
-        """`(1, nstep, nu)` controls and `(1, nstep, nstate)` states for `Engine.step_one`."""
-        buffers = self._step_buffers.get(nstep)
+    def step_buffers(self, B: int, nstep: int, nstate: int) -> tuple[np.ndarray, np.ndarray]:
+        """`(B, nstep, nu)` held controls and `(B, nstep, nstate)` states for `Engine.step`.
+
+        Made once per shape and reused: fresh arrays of this size cost page faults on every
+        call (the pool's threads write them), which showed as tens of microseconds per step.
+        """
+        buffers = self._step_buffers.get((B, nstep))
         if buffers is None:
+            if len(self._step_buffers) >= 8:  # a few shapes are in use at a time
+                self._step_buffers.clear()
             nu = int(self._model.nu)
-            buffers = self._step_buffers[nstep] = (
-                np.empty((1, nstep, nu)),
-                np.empty((1, nstep, nstate)),
+            buffers = self._step_buffers[B, nstep] = (
+                np.empty((B, nstep, nu)),
+                np.empty((B, nstep, nstate)),
             )
         return buffers
 
@@ -122,8 +136,11 @@ def _time_after(t0: np.ndarray, dt: float, N: int) -> np.ndarray:
     `np.add.accumulate` is that same left-to-right recurrence, so the result is bit for bit
     MuJoCo's, in a fixed number of NumPy calls whatever `N` is.
     """
-    if N == 1:
-        return t0 + dt
+    if N <= 8:  # a few in-place additions cost less than building the accumulate's terms
+        t = t0 + dt
+        for _ in range(N - 1):
+            t += dt
+        return t
     terms = np.empty((t0.shape[0], N + 1))
     terms[:, 0] = t0
     terms[:, 1:] = dt
@@ -254,41 +271,57 @@ class Engine:
     def step(
         self, state: np.ndarray, ctrl: np.ndarray, nstep: int, out: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """The state after `nstep` physics steps with `ctrl` held: the hot path of `sim.step`.
+        """The state after `nstep` physics steps with `ctrl` held.
 
         Args:
             state: `(B, nstate)` states.
             ctrl: `(B, nu)` controls.
             nstep: physics steps (>= 1).
-            out: where to write the `(B, nstate)` next states (C-contiguous float64), or None.
-                With `nstep == 1` MuJoCo writes into it directly.
+            out: where to write the `(B, nstate)` next states, or None.
 
         Returns:
             `(next_state, diverged)`: `(B, nstate)` and `(B,)`, as `rollout`'s last state and
             flags (no sensor values are copied out).
         """
-        state = _float64(state)
+        state, ctrl = _float64(state), _float64(ctrl)
         B, n = state.shape
-        full = _float64(ctrl)[:, None]
-        if nstep > 1:  # mujoco.rollout takes one control per physics step
-            full = np.repeat(full, nstep, axis=1)
         if out is not None and not (out.dtype == np.float64 and out.flags.c_contiguous):
             # MuJoCo's bindings would write into a converted copy: go through our own array.
             next_state, diverged = self.step(state, ctrl, nstep)
             out[...] = next_state
             return out, diverged
-        if out is not None and nstep == 1:
-            trajectory = out[:, None]  # a view: MuJoCo writes the next states into `out`
-        else:
-            trajectory = np.empty((B, nstep, n))
+        target = np.empty((B, n)) if out is None else out
+        diverged = self.step_into(state, ctrl, nstep, target)
+        return target, np.zeros(B, bool) if diverged is None else diverged
+
+    def step_into(
+        self, state: np.ndarray, ctrl: np.ndarray, nstep: int, out: np.ndarray
+    ) -> np.ndarray | None:
+        """`step` into `out`, the hot path of `sim.step` under `vmap`: the `(B,)` flags, or
+        None where no element diverged (the common case, told in a few NumPy calls).
+
+        `state` `(B, nstate)` and `ctrl` `(B, nu)` must be float64 (C-contiguous, as XLA's
+        buffers are, or MuJoCo's bindings copy them), `out` `(B, nstate)` C-contiguous
+        float64 (else MuJoCo would write into a copy). With `nstep == 1` MuJoCo writes into
+        `out` itself; otherwise the held controls and the trajectory live in buffers of the
+        worker's own.
+        """
+        B, n = state.shape
         if B == 0:
-            return trajectory[:, -1], np.zeros(0, bool)
-        diverged = self._run(state, full, nstep, trajectory, None)
-        if out is None:
-            return trajectory[:, -1], diverged
-        if nstep > 1:
-            out[...] = trajectory[:, -1]
-        return out, diverged
+            return None
+        w = self._take()
+        try:
+            if nstep == 1:  # mujoco.rollout takes one control per physics step: views
+                full, trajectory = ctrl[:, None], out[:, None]
+            else:
+                full, trajectory = w.step_buffers(B, nstep, n)
+                np.copyto(full, ctrl[:, None])  # held for every physics step
+            diverged = self._run_on(w, state, full, ctrl, nstep, trajectory, None, None)
+            if nstep > 1:
+                np.copyto(out, trajectory[:, -1])
+            return diverged
+        finally:
+            self._free.append(w)
 
     def step_one(
         self, state: np.ndarray, ctrl: np.ndarray, out: np.ndarray, nstep: int = 1
@@ -306,26 +339,11 @@ class Engine:
             if nstep == 1:
                 w.serial.rollout(w.one, w.first, 1, _CTRL, state, None, ctrl, out, None)
             else:
-                full, trajectory = w.step_buffers(nstep, self.layout.nstate)
+                full, trajectory = w.step_buffers(1, nstep, self.layout.nstate)
                 full[0] = ctrl  # held for every physics step
                 w.serial.rollout(w.one, w.first, nstep, _CTRL, state, None, full, trajectory, None)
                 out[0] = trajectory[0, -1]
-            dt = self._opt.timestep
-            t_out = out.item(0)
-            values = state.tolist()[0]  # Python floats: cheaper here than any NumPy call
-            expected = values[0]
-            for _ in range(nstep):
-                expected += dt
-            if t_out != expected:  # NaN compares unequal too
-                return True
-            # Python's sum of two short lists costs less than one NumPy reduction; a sum is
-            # finite only if every term is, and an overflowing one is sorted out exactly.
-            if not math.isfinite(sum(values, sum(ctrl.tolist()[0]))) and not (
-                np.isfinite(state).all() and np.isfinite(ctrl).all()
-            ):
-                return True
-            # One element always runs serially, on `w.first[0]`: its counters are this element's.
-            return t_out == dt and _warned(w.first[0])
+            return self._diverged_one(w, state, ctrl, out.item(0), nstep)
         finally:
             self._free.append(w)
 
@@ -339,30 +357,66 @@ class Engine:
         warmstart: np.ndarray | None = None,
     ) -> np.ndarray:
         """One `mujoco.rollout` of `N` steps per element into the outputs; the flags."""
-        B = state.shape[0]
         w = self._take()
         try:
-            parallel = B > 1 and w.pool is not None and self.uses_pool(B, N)
-            runner = w.pool if parallel and w.pool is not None else w.serial
-            # No shape checks: the shapes were checked at trace time, and mujoco.rollout's own
-            # checks and tiling cost more than the step for small models.
-            runner.rollout(
-                w.models(B),
-                w.datas if parallel else w.first,
-                N,
-                _CTRL,
-                state,
-                warmstart,
-                full,
-                out_state,
-                out_sensor,
-            )
-            if B == 1:  # the closed loop's most common call: no NumPy calls at all
-                t_out = out_state.item((N - 1) * out_state.shape[2])  # the last step's time
-                return np.array([self._diverged_one(w, state, full, t_out, N)])
-            return self._diverged(w, parallel, state, full, out_state[:, -1, 0], N)
+            diverged = self._run_on(w, state, full, full, N, out_state, out_sensor, warmstart)
         finally:
             self._free.append(w)
+        return np.zeros(state.shape[0], bool) if diverged is None else diverged
+
+    def _run_on(
+        self,
+        w: _Worker,
+        state: np.ndarray,
+        full: np.ndarray,
+        ctrl: np.ndarray,
+        N: int,
+        out_state: np.ndarray,
+        out_sensor: np.ndarray | None,
+        warmstart: np.ndarray | None,
+    ) -> np.ndarray | None:
+        """`_run` on worker `w`, None where no element diverged; `ctrl` holds the controls
+        `full` repeats (the checks read it)."""
+        B = state.shape[0]
+        parallel = B > 1 and w.pool is not None and self.uses_pool(B, N)
+        runner = w.pool if parallel and w.pool is not None else w.serial
+        # No shape checks: the shapes were checked at trace time, and mujoco.rollout's own
+        # checks and tiling cost more than the step for small models.
+        runner.rollout(
+            w.models(B),
+            w.datas if parallel else w.first,
+            N,
+            _CTRL,
+            state,
+            warmstart,
+            full,
+            out_state,
+            out_sensor,
+        )
+        if B == 1:  # the closed loop's most common call: no NumPy calls at all
+            t_out = out_state.item((N - 1) * out_state.shape[2])  # the last step's time
+            return np.array([self._diverged_one(w, state, ctrl, t_out, N)])
+        return self._diverged(w, parallel, state, full, ctrl, out_state, N, warmstart)
+
+    def _bad_ctrl(self, ctrl: np.ndarray) -> np.ndarray | None:
+        """Which elements of `ctrl` `(B, ...)` hold a control MuJoCo replaces by zero, or None
+        where none does (two reductions: the common case).
+
+        MuJoCo zeroes all controls of a step when one of them, after clamping to its
+        `ctrlrange`, is NaN or beyond `MAXVAL` (`mjWARN_BADCTRL`), and carries on without a
+        reset: the state looks healthy and is wrong. Non-finite controls are flagged even where
+        clamping would make them harmless, as any non-finite input is.
+        """
+        if ctrl.size == 0 or (
+            _min_reduce(ctrl, None) >= -MAXVAL and _max_reduce(ctrl, None) <= MAXVAL
+        ):
+            return None
+        bad = ~np.isfinite(ctrl)
+        if self._opt.disableflags & _CLAMPCTRL:
+            bad |= np.abs(ctrl) > MAXVAL
+        else:
+            bad |= (np.abs(ctrl) > MAXVAL) & ~self.model.actuator_ctrllimited.astype(bool)
+        return np.asarray(bad.reshape(ctrl.shape[0], -1).any(axis=1))
 
     def _diverged(
         self,
@@ -370,20 +424,39 @@ class Engine:
         parallel: bool,
         state: np.ndarray,
         full: np.ndarray,
-        t_out: np.ndarray,
+        ctrl: np.ndarray,
+        out_state: np.ndarray,
         N: int,
-    ) -> np.ndarray:
-        # mujoco.rollout stops an element at its first warning (filling the rest with the state
-        # it stopped at), and the divergence warnings also reset it to time 0, so its final time
-        # is not the time N steps on. (Few NumPy calls: this runs on every step.)
+        warmstart: np.ndarray | None,
+    ) -> np.ndarray | None:
+        """The `(B,)` flags of a call of `N` physics steps, or None where none diverged.
+
+        mujoco.rollout stops an element at its first warning (filling the rest with the state
+        it stopped at), and the divergence warnings also reset it to time 0, so its final time
+        is not the time `N` steps on. The common case, nothing wrong, takes `N + 6` NumPy
+        calls (this runs on every step): the times, a sum of squares of the states (finite only
+        if every entry is) and of the controls (at most `MAXVAL**2` only if no control is
+        beyond `MAXVAL`), and the earliest time reached (a time `dt` can hide a reset).
+        """
         dt = self._opt.timestep
-        expected = _time_after(state[:, 0], dt, N)
-        diverged = t_out != expected  # NaN compares unequal too
-        # A sum is finite only if every term is; an overflowing sum is sorted out exactly.
-        if not math.isfinite(_add_reduce(state, None) + _add_reduce(full, None)):
-            diverged |= ~(np.isfinite(state).all(axis=1) & np.isfinite(full).all(axis=(1, 2)))
+        t_out = out_state[:, -1, 0]
+        wrong = t_out != _time_after(state[:, 0], dt, N)  # NaN compares unequal too
+        finite = math.isfinite(np.vdot(state, state))
+        if (
+            finite
+            and np.vdot(ctrl, ctrl) <= _MAXVAL2
+            and _min_reduce(t_out) > dt
+            and not wrong.any()
+        ):
+            return None
+        diverged = wrong
+        if not finite:
+            diverged |= ~np.isfinite(state).all(axis=1)
+        bad = self._bad_ctrl(ctrl)
+        if bad is not None:
+            diverged |= bad
         # A reset at the only step from time 0 ends at time dt too, as a healthy step does:
-        # MuJoCo's warning counters (cleared at the start of each element) decide those.
+        # MuJoCo's warning counters, the state a reset leads to, or a replay decide those.
         ambiguous = t_out == dt
         if ambiguous.any():
             ambiguous &= ~diverged
@@ -391,32 +464,90 @@ class Engine:
             if not parallel and ambiguous[last]:  # the serial path's MjData ran this one last
                 diverged[last] = _warned(w.first[0])  # (read before any replay reuses it)
                 ambiguous[last] = False
-            for i in np.flatnonzero(ambiguous):
-                diverged[i] = self._replay_warns(w, state[i], full[i])
+            todo = np.flatnonzero(ambiguous)
+            if todo.size > 2 and N == 1 and not self._opt.disableflags & _AUTORESET:
+                todo = self._resolve_resets(w, todo, state, ctrl, out_state[:, 0], warmstart)
+            for i in todo:
+                warm = None if warmstart is None else warmstart[i]
+                diverged[i] = self._replay_warns(w, state[i], full[i], warm)
         return diverged
 
+    def _resolve_resets(
+        self,
+        w: _Worker,
+        todo: np.ndarray,
+        state: np.ndarray,
+        ctrl: np.ndarray,
+        final: np.ndarray,
+        warmstart: np.ndarray | None,
+    ) -> np.ndarray:
+        """Of the one-step elements `todo` that started at time 0 and ended at time dt, those
+        whose warnings must still be replayed.
+
+        A resetting warning (bad qpos, qvel or qacc) puts the element in `mj_resetData`'s
+        state, with zero controls and warm start, and the step goes on from there: whatever the
+        input, it ends where one healthy step from that reset state ends (found here with one
+        physics step). An element that ended anywhere else did not reset. One that started
+        from the reset state itself, with zero controls and warm start, ends there without a
+        reset, and is healthy as that step was. Only elements that reached the reset state's
+        successor from elsewhere are replayed: a reset, or a coincidence. Where the reset
+        state's own step warns, every element is replayed.
+        """
+        m, d, nstate = self.model, w.first[0], self.layout.nstate
+        if int(m.nq) + int(m.nv) == 0:  # nothing to reset: only replays can tell
+            return todo
+        mj.mj_resetData(m, d)
+        origin = np.empty(nstate)
+        mj.mj_getState(m, d, origin, FULLPHYSICS)
+        out = np.empty((1, 1, nstate))
+        zero = np.zeros((1, 1, int(m.nu)))
+        w.serial.rollout(w.one, w.first, 1, _CTRL, origin[None], None, zero, out, None)
+        if _warned(d):
+            return todo
+        todo = todo[(final[todo] == out[0, 0]).all(axis=1)]  # the others did not reset
+        if todo.size == 0:
+            return todo
+        from_origin = (state[todo] == origin).all(axis=1) & (
+            ctrl[todo].reshape(todo.size, -1) == 0
+        ).all(axis=1)
+        if warmstart is not None:
+            from_origin &= (warmstart[todo] == 0).all(axis=1)
+        return todo[~from_origin]
+
     def _diverged_one(
-        self, w: _Worker, state: np.ndarray, full: np.ndarray, t_out: float, N: int
+        self, w: _Worker, state: np.ndarray, ctrl: np.ndarray, t_out: float, N: int
     ) -> bool:
-        """`_diverged` of a batch of one, in Python floats (the same IEEE double additions)."""
+        """`_diverged` of one element, in Python floats (the same IEEE double additions):
+        `state` `(1, nstate)`, `ctrl` `(1, ..., nu)` (C-contiguous), the time MuJoCo reached
+        after `N` steps. It ran serially, on `w.first[0]`: its counters are this element's."""
         dt = self._opt.timestep
-        expected = state.item(0)
+        values = state.tolist()[0]  # Python floats: cheaper here than any NumPy call
+        expected = values[0]
         for _ in range(N):
             expected += dt
         if t_out != expected:  # NaN compares unequal too
             return True
-        # Python's sum of a short list costs less than one NumPy reduction.
-        finite_sum = math.isfinite(sum(state.ravel().tolist()) + sum(full.ravel().tolist()))
-        if not finite_sum and not (np.isfinite(state).all() and np.isfinite(full).all()):
+        # Python's sum of two short lists costs less than one NumPy reduction; a sum is
+        # finite only if every term is, and an overflowing one is sorted out exactly.
+        u = ctrl.ravel().tolist()
+        if not math.isfinite(sum(values, sum(u))) and not (
+            np.isfinite(state).all() and np.isfinite(ctrl).all()
+        ):
             return True
-        # One element always runs serially, on `w.first[0]`: its counters are this element's.
+        if u and not (min(u) >= -MAXVAL and max(u) <= MAXVAL):
+            bad = self._bad_ctrl(ctrl)
+            if bad is not None and bad[0]:
+                return True
         return t_out == dt and _warned(w.first[0])
 
-    def _replay_warns(self, w: _Worker, state: np.ndarray, full: np.ndarray) -> bool:
+    def _replay_warns(
+        self, w: _Worker, state: np.ndarray, full: np.ndarray, warmstart: np.ndarray | None
+    ) -> bool:
         """Whether MuJoCo warns when it rolls out this one element (on the calling thread)."""
         out = np.empty((1, full.shape[0], self.layout.nstate))
+        warm = None if warmstart is None else warmstart[None]
         w.serial.rollout(
-            w.models(1), w.first, full.shape[0], _CTRL, state[None], None, full[None], out, None
+            w.models(1), w.first, full.shape[0], _CTRL, state[None], warm, full[None], out, None
         )
         return _warned(w.first[0])
 
@@ -461,7 +592,9 @@ class Engine:
         """`mj_forward` at each of `B` states; the named outputs, each `(B, *shape)`.
 
         Contact outputs (`contact_*`) hold the first `max_contacts` contacts, zero-padded;
-        `ncon` is the number MuJoCo found (it may exceed `max_contacts`).
+        `ncon` is the number MuJoCo found (it may exceed `max_contacts`). Where MuJoCo warned
+        (a control it replaced by zeros, a full contact buffer), that element's floating-point
+        outputs are NaN.
         """
         m = self.model
         specs = self.output_specs(names, max_contacts)
@@ -470,13 +603,16 @@ class Engine:
         out = {name: np.zeros((B, *shape), dtype) for name, (shape, dtype) in specs.items()}
         plain = [n for n in specs if n in self._data_shapes]
         contact = [n for n in specs if n.startswith("contact_")]
+        warned = []
         with self.worker() as w:
             d = w.datas[0]
             # A serial loop: mj_forward is ~10 µs, and splitting it over Python threads
             # measured no faster (the bindings' per-call overhead holds the GIL).
             for i in range(B):
-                self.reset(d, state[i], ctrl[i])
+                self.reset(d, state[i], ctrl[i])  # (clears the warning counters)
                 mj.mj_forward(m, d)
+                if _warned(d):
+                    warned.append(i)
                 for name in plain:
                     out[name][i] = getattr(d, name)
                 if "ncon" in out:
@@ -485,4 +621,10 @@ class Engine:
                     k = min(ncon, max_contacts)
                     for name in contact:
                         out[name][i, :k] = getattr(d.contact, name[8:])[:k]
+        if warned:
+            # MuJoCo carried on past a warning (a bad control replaced by zeros, a full contact
+            # buffer): outputs that look right and are not. NaN cannot pass for a real value.
+            for value in out.values():
+                if np.issubdtype(value.dtype, np.floating):
+                    value[warned] = np.nan
         return out

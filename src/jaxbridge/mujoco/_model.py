@@ -24,6 +24,7 @@ class MjOption(Protocol):
     timestep: float
     integrator: int
     solver: int
+    disableflags: int
 
 
 class MjModel(Protocol):
@@ -38,6 +39,7 @@ class MjModel(Protocol):
     nkey: int
     opt: MjOption
     geom_bodyid: np.ndarray
+    actuator_ctrllimited: np.ndarray
 
     @staticmethod
     def from_xml_string(xml: str) -> MjModel: ...
@@ -72,12 +74,19 @@ class _StateBits(Protocol):
     mjSTATE_FULLPHYSICS: int
 
 
+class _DisableBits(Protocol):
+    mjDSBL_AUTORESET: int
+    mjDSBL_CLAMPCTRL: int
+
+
 class _MuJoCo(Protocol):
     """The parts of the `mujoco` module jaxbridge calls."""
 
     __version__: str
     MjModel: type[MjModel]
     mjtState: _StateBits
+    mjtDisableBit: _DisableBits
+    mjMAXVAL: float
 
     def MjData(self, model: MjModel) -> MjData: ...  # noqa: N802  (MuJoCo's name)
     def mj_resetData(self, m: MjModel, d: MjData) -> None: ...  # noqa: N802

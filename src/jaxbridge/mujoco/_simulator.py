@@ -100,14 +100,15 @@ class _StepBatching(AbstractBatching):
             if self.engine.step_one(state, ctrl, out, self.nstep):
                 out[...] = np.nan  # see below
             return
-        next_state, diverged = self.engine.step(
-            state, ctrl, self.nstep, out=out if direct else None
-        )
-        if not direct:
+        if direct and ctrl.dtype == np.float64:
+            diverged = self.engine.step_into(state, ctrl, self.nstep, out)
+        else:
+            next_state, flags = self.engine.step(state, ctrl, self.nstep)
             out[...] = next_state
+            diverged = flags if flags.any() else None
         # MuJoCo resets a diverging element to its initial state: a plausible-looking state
         # that is wrong. NaN cannot pass for a real state, and spares the other elements.
-        if diverged[0] if B == 1 else diverged.any():
+        if diverged is not None:
             out[diverged] = np.nan
 
 
