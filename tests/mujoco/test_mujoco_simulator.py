@@ -204,6 +204,30 @@ def test_diverged_element_flagged_under_jit(tmp_path, monkeypatch, x64):
     np.testing.assert_array_equal(ok.state, traj.state[:2])
 
 
+def test_rejected_controls_are_nan_under_jit(tmp_path, monkeypatch, x64):
+    # MuJoCo zeroes every control of a step where one is beyond 1e10 after clamping (or NaN)
+    # and carries on: a healthy-looking state from the wrong controls, and in `forward` the
+    # accelerations of zero controls. The Hopper's actuators are clamped to [-1, 1]: clamping
+    # makes 1e11 harmless, so the ranges are lifted here.
+    monkeypatch.chdir(tmp_path)
+    model, frame_skip = gym("Hopper-v5")
+    model.actuator_ctrllimited[:] = 0
+    sim = Simulator(model, frame_skip=frame_skip)
+    S = jnp.asarray(random_states(model, 3)).at[:, 0].set(1.0)  # not time 0: no time tells
+    U = jnp.zeros((3, model.nu)).at[1, 0].set(1e11).at[2, 2].set(0.5)
+    step = jax.jit(jax.vmap(sim.step))(S, U)
+    assert jnp.isnan(step[1]).all() and jnp.isfinite(step[jnp.array([0, 2])]).all()
+    np.testing.assert_array_equal(jax.jit(sim.step)(S[1], U[1]), jnp.full(sim.nstate, jnp.nan))
+    traj = jax.jit(sim.rollout)(S, jnp.broadcast_to(U[:, None], (3, 2, model.nu)))
+    assert traj.diverged.tolist() == [False, True, False]
+    out = jax.jit(sim.forward)(S, U.at[0, 1].set(jnp.nan))
+    for name in ("xpos", "sensordata", "contact_dist"):
+        assert jnp.isnan(out[name][:2]).all() and jnp.isfinite(out[name][2]).all()
+    model.actuator_ctrllimited[:] = 1  # clamped: MuJoCo's own result, not flagged
+    ref = raw_rollout(model, np.asarray(S[1]), np.clip(np.asarray(U[1:2]), -1, 1), frame_skip)
+    np.testing.assert_array_equal(jax.jit(sim.step)(S[1], U[1]), ref[0][-1])
+
+
 def test_no_retrace():
     sim = Simulator(arm())
     traces = []

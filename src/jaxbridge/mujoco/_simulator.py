@@ -44,9 +44,10 @@ class Trajectory(NamedTuple):
         diverged: `(*batch,)` booleans: MuJoCo warned during this rollout (bad qpos, qvel or
             qacc, usually a diverging simulation, or a full contact buffer), reset or stopped
             it, and repeated the state it stopped at for the remaining steps; or the input held
-            NaN or Inf. The other elements of the batch are unaffected. A warning that does not
-            reset (a full buffer) in the rollout's last physics step is not flagged, unless the
-            rollout started at time 0 (see "Divergence and bad input" in docs/mujoco.md).
+            NaN or Inf, or a control MuJoCo replaces by zero (beyond 1e10 after clamping). The
+            other elements of the batch are unaffected. A warning that does not reset (a full
+            buffer) in the rollout's last physics step is not flagged, except in some rollouts
+            from time 0 (see "Divergence and bad input" in docs/mujoco.md).
     """
 
     state: Array
@@ -373,7 +374,8 @@ class Simulator:
 
         Equal bit for bit (in float64) to `mj.mj_setState` then `mj_step` on a fresh
         `MjData`. An element that diverges (MuJoCo warns and resets it: NaN or Inf in the
-        state or control, an unstable simulation) comes back as all NaN rather than as
+        state or control, an unstable simulation), or whose control MuJoCo replaces by zero
+        (beyond 1e10 after clamping), comes back as all NaN rather than as
         MuJoCo's reset state, and the other elements are unaffected; test with
         `jnp.isnan(next_state).any(-1)`, or use `rollout` for a boolean `diverged` flag.
 
@@ -588,7 +590,10 @@ class Simulator:
             A dict from name to `(*batch, *shape)` array; floats in `state`'s dtype, integers
             as int32. Derivatives (all modes) of the float outputs: analytic for positions and
             orientations of bodies, geoms and sites and for `subtree_com`, differences at the
-            cheapest pipeline stage otherwise, mapped to the state's coordinates.
+            cheapest pipeline stage otherwise, mapped to the state's coordinates. Where
+            MuJoCo warned during `mj_forward` (a control it replaced by zero: NaN, Inf or
+            beyond 1e10 after clamping; a full contact buffer), that element's float outputs
+            are NaN.
 
         Raises:
             ValueError: an unknown output name, or `state`/`ctrl` of the wrong size.
