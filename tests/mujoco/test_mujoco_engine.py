@@ -381,3 +381,27 @@ def test_one_step_from_time_zero_without_a_replay_each(
     else:
         assert all(expect)
     assert engine.step(S, np.ascontiguousarray(U[:, 0]), 1)[1].tolist() == expect
+
+
+def test_one_step_from_time_zero_on_the_humanoid(tmp_path, monkeypatch):
+    # The shipped humanoid (RK4, PGS with warm start, contacts): resets told apart from
+    # healthy steps from time 0 without a replay of every element, on the pool.
+    monkeypatch.chdir(tmp_path)
+    model, _ = gym("Humanoid-v5")
+    engine = Engine(model, nthread=2)
+    engine.POOL_MIN_WORK = 0.0
+    S = random_states(model, 7, qvel=0.2, qpos=0.02)
+    S[:, 0] = 0.0
+    S[[1, 4], 1 + model.nq + 3] = 1e30  # finite, but MuJoCo resets
+    d = mujoco.MjData(model)
+    mujoco.mj_getState(model, d, S[3], mujoco.mjtState.mjSTATE_FULLPHYSICS)  # the reset state
+    U = np.random.default_rng(4).uniform(-0.4, 0.4, (7, 1, model.nu))
+    U[3] = 0.0
+    replays = []
+    replay = engine._replay_warns
+    monkeypatch.setattr(engine, "_replay_warns", lambda *a: replays.append(1) or replay(*a))
+    states, _, diverged = engine.rollout(S, U, 1)
+    assert diverged.tolist() == [raw_warns(model, S[i], U[i]) for i in range(7)]
+    assert diverged.tolist() == [i in (1, 4) for i in range(7)] and len(replays) <= 2
+    for i in np.flatnonzero(~diverged):
+        np.testing.assert_array_equal(states[i], raw_rollout(model, S[i], U[i], 1)[0])

@@ -38,6 +38,7 @@ _AUTORESET = int(mj.mjtDisableBit.mjDSBL_AUTORESET)
 _CLAMPCTRL = int(mj.mjtDisableBit.mjDSBL_CLAMPCTRL)
 
 _CTRL = int(mj.mjtState.mjSTATE_CTRL)  # mujoco.rollout's control_spec: controls only
+_KEPT_BUFFER_BYTES = 1 << 20  # step buffers up to this size are kept by a worker for reuse
 
 
 class _NativeRollout(Protocol):
@@ -108,13 +109,13 @@ class _Worker:
         """
         buffers = self._step_buffers.get((B, nstep))
         if buffers is None:
+            nu = int(self._model.nu)
+            buffers = (np.empty((B, nstep, nu)), np.empty((B, nstep, nstate)))
+            if B * nstep * (nu + nstate) * 8 > _KEPT_BUFFER_BYTES:
+                return buffers  # large calls: the allocation is small against the work
             if len(self._step_buffers) >= 8:  # a few shapes are in use at a time
                 self._step_buffers.clear()
-            nu = int(self._model.nu)
-            buffers = self._step_buffers[B, nstep] = (
-                np.empty((B, nstep, nu)),
-                np.empty((B, nstep, nstate)),
-            )
+            self._step_buffers[B, nstep] = buffers
         return buffers
 
     def models(self, B: int) -> list[MjModel]:
