@@ -11,6 +11,7 @@ activation (issue 13: step 1e-6, 640 times off on HumanoidStandup) fails this te
 
 import copy
 import pathlib
+import re
 
 import gymnasium
 import jax
@@ -21,6 +22,7 @@ import pytest
 from test_mujoco_models import FULL, gym
 
 from jaxbridge.mujoco import Simulator
+from jaxbridge.mujoco._simulator import _WARMSTART_CHANGED
 
 ENVS = (
     "Ant-v5",
@@ -332,3 +334,18 @@ def test_rollout_jacfwd_equals_jacrev_through_the_warm_start(x64):
     for a, b in zip(fwd, rev, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)
     assert np.abs(fwd[1][-sim.nsensordata :, 0]).max() > 0  # the first control reaches the end
+
+
+def test_a_derivative_traced_without_the_warm_start_refuses_a_changed_solver(x64):
+    """A derivative traced for Newton (warm start not carried) fails, naming the cause, when
+    run after `model.opt.solver` became PGS, rather than leave the warm start out."""
+    model, frame_skip = humanoid_with_sensors(RK4, NEWTON)
+    sim = Simulator(model, frame_skip=frame_skip)
+    state, _ = ground_state(model, frame_skip, 0)
+    ctrls = np.zeros((2, model.nu))
+    grad = jax.jit(jax.grad(lambda u: jnp.sum(sim.rollout(state, u).state[-1] ** 2)))
+    grad(ctrls)
+    model.opt.solver = PGS
+    with pytest.raises(Exception, match=re.escape(_WARMSTART_CHANGED)):  # XLA wraps it
+        grad(ctrls)
+    model.opt.solver = NEWTON

@@ -140,8 +140,12 @@ class Simulator:
     array (4 per quaternion, not 3). For RK4 models, which `mjd_transitionFD` refuses (the
     gymnasium models use RK4), the same differences run as one batched `mujoco.rollout`
     instead; `derivatives="fd"` forces this for any model. `rollout` chains the per-step
-    Jacobians, without simulating again, in both modes. `forward`'s kinematic outputs have
-    analytic Jacobians (MuJoCo's `mj_jac*`), the others differences. Second-order
+    Jacobians, without simulating again, in both modes. Where the constraint solver's result
+    depends on its warm start (PGS and CG, unless `mjDSBL_WARMSTART`), which `rollout`
+    carries from step to step and `step` over its `frame_skip` physics steps, the
+    derivatives carry it too (differences of MuJoCo steps over the state, the control and
+    the warm start: more costly; see "Derivatives through contact"). `forward`'s kinematic
+    outputs have analytic Jacobians (MuJoCo's `mj_jac*`), the others differences. Second-order
     derivatives are not supported. Time, `history`, `plugin` and `plastic` state are treated
     as constants.
 
@@ -152,6 +156,9 @@ class Simulator:
         max_contacts: how many contacts `forward`'s `contact_*` outputs hold (padded with
             zeros; the count is in `ncon`).
         derivatives: `"auto"`, `"mjd"` (`mjd_transitionFD`) or `"fd"` (batched rollouts).
+            Where the warm start is carried (above), a rollout of several controls and a
+            `step` of several physics steps are differenced over MuJoCo steps whatever
+            this says: `mjd_transitionFD` holds the warm start fixed.
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -482,10 +489,14 @@ class Simulator:
         Returns:
             A `Trajectory(state, sensordata, diverged)`; see `Trajectory`. Derivatives flow
             through `state` and `sensordata` by chaining the per-step Jacobians (forward and
-            reverse mode); `diverged` has none.
+            reverse mode), with the solver's warm start as part of the chained state where
+            the solver's result depends on it (PGS, CG); `diverged` has none.
 
         Raises:
             ValueError: `state` or `ctrls` has the wrong size.
+            RuntimeError: (from a derivative; under `jit` XLA wraps it) `model.opt` was
+                changed, after the derivative was traced, to a solver whose result depends
+                on the warm start.
         """
         state, ctrls, _ = self._batch(state, ctrls, "rollout")
         if ctrls.ndim < 2:
@@ -566,10 +577,9 @@ class Simulator:
         """The `(*batch, T)` step Jacobians of a rollout from `state` `(*batch, n)` with
         `ctrls` `(*batch, T, nu)` that visited `states` `(*batch, T, n)`.
 
-        `mujoco.rollout` carries the constraint solver's warm start from step to step, and
-        PGS's forces depend on it: each step is differenced from the warm start the rollout
-        had there (replayed on the host, one rollout's cost), which central differences of
-        the whole rollout hold fixed to first order.
+        Each step is differenced from the warm start the rollout had there (replayed on the
+        host, one rollout's cost), held fixed: right where the solver's result does not
+        depend on it (else `_host_warm_jacobians` runs instead).
         """
         n, nu, ns = self.nstate, self.nu, self.nsensordata
         if ctrls.shape[-2] > 1 and _derivatives.carries_warmstart(self.model):
