@@ -282,9 +282,12 @@ def few_iterations_pgs(integrator):
 def test_rollout_gradient_through_the_warm_start(integrator, x64):
     """The first control moves the later steps through the state and through the warm start
     each step leaves for the next: `jax.grad` of a 5-step loss with respect to it equals raw
-    central differences of `mj_step` loops to 1e-3 (measured: 1.3e-4 Euler, 4.2e-5 RK4).
-    Without the warm start's sensitivity (before) it was up to 3.1e-2 (Euler) and 3.2e-2
-    (RK4) off."""
+    central differences of `mj_step` loops, over the controls where those are stable.
+
+    Measured worst (median) relative errors: 5.9e-4 (7.9e-5) Euler, 7.5e-4 (4.5e-5) RK4, the
+    1e-8 differences' noise on PGS's forces; the bound leaves room for other platforms'
+    rounding. Without the warm start's sensitivity they were 0.11 (4.1e-3) and 0.17 (2.2e-2).
+    """
     model, frame_skip = few_iterations_pgs(integrator)
     sim = Simulator(model, frame_skip=frame_skip)
     state, ncon = ground_state(model, frame_skip, 2)
@@ -314,7 +317,7 @@ def test_rollout_gradient_through_the_warm_start(integrator, x64):
         stable += 1
         errors.append(abs(got[k] - r8) / max(1.0, abs(r8)))
     assert stable >= 12, stable
-    assert max(errors) < 1e-3, errors
+    assert max(errors) < 2e-3, errors
 
 
 def test_rollout_jacfwd_equals_jacrev_through_the_warm_start(x64):
