@@ -228,9 +228,9 @@ def test_rollout_jacobian_starts_from_the_rollouts_warm_start(x64):
     control moves only the last step, whose warm start it does not change: the derivative of
     the final state and sensors with respect to it is that step's Jacobian at the warm start
     the rollout had, and equals raw central differences to rounding. Differenced from a zero
-    warm start, it was 3.4e-4 off (and 4.3e-4 at PGS's default 50 iterations). RK4 (the
-    batched-rollout path): on this humanoid, MuJoCo's Euler/PGS step came out the same with
-    and without the rollout's warm start, so Euler cannot show the difference here.
+    warm start, it was 3.4e-4 off (and 4.3e-4 at PGS's default 50 iterations). RK4: at this
+    state MuJoCo's Euler/PGS step came out the same with and without the rollout's warm
+    start, so Euler cannot show the difference here.
     """
     model, frame_skip = humanoid_with_sensors(RK4, PGS)
     model.opt.iterations = 8
