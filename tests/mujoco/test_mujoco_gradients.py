@@ -11,6 +11,7 @@ activation (issue 13: step 1e-6, 640 times off on HumanoidStandup) fails this te
 
 import copy
 import pathlib
+import re
 
 import gymnasium
 import jax
@@ -21,6 +22,7 @@ import pytest
 from test_mujoco_models import FULL, gym
 
 from jaxbridge.mujoco import Simulator
+from jaxbridge.mujoco._simulator import _WARMSTART_CHANGED
 
 ENVS = (
     "Ant-v5",
@@ -69,14 +71,11 @@ def humanoid_with_sensors(
 
 def model_of(case: str) -> tuple[mujoco.MjModel, int]:
     # PGS stops after 50 iterations, short of convergence, so its forces depend on the warm
-    # start, which a rollout carries from step to step. Each step's Jacobian starts from the
-    # warm start the rollout had there, but the warm start's own dependence on the earlier
-    # states is not differentiated (see docs/mujoco.md, "Derivatives through contact"; up to
-    # 0.8% here): these two run without it.
+    # start, which a rollout carries from step to step: its derivatives carry it too.
     if case == "humanoid+sensors/RK4-PGS":  # the shipped integrator and solver
-        return humanoid_with_sensors(RK4, PGS, warmstart=False)
-    if case == "humanoid+sensors/Euler-PGS":  # mjd_transitionFD's path
-        return humanoid_with_sensors(EULER, PGS, warmstart=False)
+        return humanoid_with_sensors(RK4, PGS)
+    if case == "humanoid+sensors/Euler-PGS":  # mjd_transitionFD's solver, differenced here
+        return humanoid_with_sensors(EULER, PGS)
     if case == "humanoid+sensors/RK4-Newton":
         return humanoid_with_sensors(RK4, NEWTON)
     model, frame_skip = gym(case)
@@ -184,9 +183,9 @@ def test_gradients_on_the_ground_equal_raw_central_differences(x64):
 
 @pytest.mark.parametrize("integrator", [EULER, RK4])
 def test_sensor_jacobian_on_the_ground(integrator, x64):
-    """d sensordata / d (state, ctrl) of one step, against raw central differences (without
-    the warm start, which a step carries over its `frame_skip` physics steps; see above)."""
-    model, frame_skip = humanoid_with_sensors(integrator, PGS, warmstart=False)
+    """d sensordata / d (state, ctrl) of one step, against raw central differences (with PGS
+    and the warm start, which a step carries over its `frame_skip` physics steps)."""
+    model, frame_skip = humanoid_with_sensors(integrator, PGS)
     sim = Simulator(model, frame_skip=frame_skip)
     state, ncon = ground_state(model, frame_skip, 2)
     assert ncon > 0
@@ -229,9 +228,9 @@ def test_rollout_jacobian_starts_from_the_rollouts_warm_start(x64):
     control moves only the last step, whose warm start it does not change: the derivative of
     the final state and sensors with respect to it is that step's Jacobian at the warm start
     the rollout had, and equals raw central differences to rounding. Differenced from a zero
-    warm start, it was 3.4e-4 off (and 4.3e-4 at PGS's default 50 iterations). RK4 (the
-    batched-rollout path): on this humanoid, MuJoCo's Euler/PGS step came out the same with
-    and without the rollout's warm start, so Euler cannot show the difference here.
+    warm start, it was 3.4e-4 off (and 4.3e-4 at PGS's default 50 iterations). RK4: at this
+    state MuJoCo's Euler/PGS step came out the same with and without the rollout's warm
+    start, so Euler cannot show the difference here.
     """
     model, frame_skip = humanoid_with_sensors(RK4, PGS)
     model.opt.iterations = 8
@@ -269,3 +268,87 @@ def test_rollout_jacobian_starts_from_the_rollouts_warm_start(x64):
     ok = np.abs(refs[0] - refs[1]) <= 1e-5 * np.maximum(1.0, np.abs(refs[1]))
     assert ok.mean() > 0.9, ok.mean()
     np.testing.assert_allclose(got[ok], refs[1][ok], rtol=1e-5, atol=1e-5)
+
+
+def few_iterations_pgs(integrator):
+    """The humanoid with sensors, PGS stopped after 8 iterations: its forces depend strongly
+    on the warm start."""
+    model, frame_skip = humanoid_with_sensors(integrator, PGS)
+    model.opt.iterations = 8
+    return model, frame_skip
+
+
+@pytest.mark.parametrize("integrator", [EULER, RK4])
+def test_rollout_gradient_through_the_warm_start(integrator, x64):
+    """The first control moves the later steps through the state and through the warm start
+    each step leaves for the next: `jax.grad` of a 5-step loss with respect to it equals raw
+    central differences of `mj_step` loops, over the controls where those are stable.
+
+    Measured worst (median) relative errors: 5.9e-4 (7.9e-5) Euler, 7.5e-4 (4.5e-5) RK4, the
+    1e-8 differences' noise on PGS's forces; the bound leaves room for other platforms'
+    rounding. Without the warm start's sensitivity they were 0.11 (4.1e-3) and 0.17 (2.2e-2).
+    """
+    model, frame_skip = few_iterations_pgs(integrator)
+    sim = Simulator(model, frame_skip=frame_skip)
+    state, ncon = ground_state(model, frame_skip, 2)
+    assert ncon > 0
+    lo, hi = model.actuator_ctrlrange.T
+    ctrls = 0.3 * np.random.default_rng(0).uniform(lo, hi, (5, model.nu))
+
+    def loss(s, u):
+        traj = sim.rollout(s, u)
+        return jnp.sum(traj.state[:, 1:] ** 2) + jnp.sum(traj.sensordata**2)
+
+    got = np.asarray(jax.jit(jax.grad(loss, argnums=1))(state, ctrls))[0]
+    stable, errors = 0, []
+    for k in range(model.nu):
+        e = np.zeros_like(ctrls)
+        e[0, k] = 1.0
+        r7, r8 = (
+            (
+                raw_loss(model, frame_skip, state, ctrls + h * e)
+                - raw_loss(model, frame_skip, state, ctrls - h * e)
+            )
+            / (2 * h)
+            for h in STEPS[1:]
+        )
+        if abs(r7 - r8) > 1e-4 * max(1.0, abs(r8)):
+            continue
+        stable += 1
+        errors.append(abs(got[k] - r8) / max(1.0, abs(r8)))
+    assert stable >= 12, stable
+    assert max(errors) < 2e-3, errors
+
+
+def test_rollout_jacfwd_equals_jacrev_through_the_warm_start(x64):
+    """Forward and reverse mode chain the same Jacobians, warm start included."""
+    model, frame_skip = few_iterations_pgs(RK4)
+    sim = Simulator(model, frame_skip=frame_skip)
+    state, _ = ground_state(model, frame_skip, 3)
+    lo, hi = model.actuator_ctrlrange.T
+    ctrls = 0.3 * np.random.default_rng(1).uniform(lo, hi, (3, model.nu))
+
+    def f(s, u):
+        traj = sim.rollout(s, u)
+        return jnp.concatenate([traj.state.ravel(), traj.sensordata.ravel()])
+
+    fwd = jax.jit(jax.jacfwd(f, argnums=(0, 1)))(state, ctrls)
+    rev = jax.jit(jax.jacrev(f, argnums=(0, 1)))(state, ctrls)
+    for a, b in zip(fwd, rev, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)
+    assert np.abs(fwd[1][-sim.nsensordata :, 0]).max() > 0  # the first control reaches the end
+
+
+def test_a_derivative_traced_without_the_warm_start_refuses_a_changed_solver(x64):
+    """A derivative traced for Newton (warm start not carried) fails, naming the cause, when
+    run after `model.opt.solver` became PGS, rather than leave the warm start out."""
+    model, frame_skip = humanoid_with_sensors(RK4, NEWTON)
+    sim = Simulator(model, frame_skip=frame_skip)
+    state, _ = ground_state(model, frame_skip, 0)
+    ctrls = np.zeros((2, model.nu))
+    grad = jax.jit(jax.grad(lambda u: jnp.sum(sim.rollout(state, u).state[-1] ** 2)))
+    grad(ctrls)
+    model.opt.solver = PGS
+    with pytest.raises(Exception, match=re.escape(_WARMSTART_CHANGED)):  # XLA wraps it
+        grad(ctrls)
+    model.opt.solver = NEWTON

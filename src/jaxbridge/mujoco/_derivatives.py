@@ -41,7 +41,15 @@ from ._state import FULLPHYSICS, flat
 mujoco: Any = _mujoco
 MjModel = MjData = Any  # for annotations
 
-__all__ = ["QposMap", "primal_warmstarts", "split_batch", "step_jacobians", "straddle_safe"]
+__all__ = [
+    "QposMap",
+    "carries_warmstart",
+    "coordinate_maps",
+    "primal_warmstarts",
+    "split_batch",
+    "step_jacobians",
+    "straddle_safe",
+]
 
 # The difference step, in tangent coordinates and controls. MuJoCo computes in float64 whatever
 # the caller's dtype, so a quotient's rounding error is about 1e-16 |f| / EPS (1e-8 of |f|),
@@ -438,6 +446,26 @@ def _tangent_fd(
     return tangents, nominal[:, : L.nstate]
 
 
+def carries_warmstart(model: MjModel) -> bool:
+    """Whether a physics step's result depends on the warm start (`qacc_warmstart`) it
+    starts from, beyond the differences' noise, so that derivatives must carry it.
+
+    PGS stops after `opt.iterations`, short of convergence. CG and Newton iterate to
+    `opt.tolerance`, but measured on the gymnasium humanoid (RK4, 5-step rollout loss, its
+    default tolerance), CG's gradients moved by up to 7e-4 of their size with the warm start
+    carried (to within 1e-4 of raw central differences), Newton's by less than 1e-7, below
+    the differences' noise: Newton is left out. Either way not with `mjDSBL_WARMSTART`.
+    """
+    opt = model.opt
+    solver = int(opt.solver)
+    return solver in _WARMSTART_SENSITIVE_SOLVERS and not (
+        int(opt.disableflags) & int(mujoco.mjtDisableBit.mjDSBL_WARMSTART)
+    )
+
+
+_WARMSTART_SENSITIVE_SOLVERS = (int(mujoco.mjtSolver.mjSOL_PGS), int(mujoco.mjtSolver.mjSOL_CG))
+
+
 def uses_mjd(model: MjModel) -> bool:
     """Whether `mjd_transitionFD` accepts this model (it refuses RK4)."""
     return int(model.opt.integrator) != int(mujoco.mjtIntegrator.mjINT_RK4)
@@ -476,17 +504,34 @@ def step_jacobians(
         vector. Each physics step (`"mjd"`) or step (`"fd"`) is differenced with step `EPS`
         on each side; where a side crosses a discontinuity it is dropped (`straddle_safe`).
     """
-    m, L = engine.model, engine.layout
+    m = engine.model
     state = np.ascontiguousarray(state, dtype=np.float64)
     ctrl = np.ascontiguousarray(ctrl, dtype=np.float64)
     if method == "auto":
         method = "mjd" if uses_mjd(m) else "fd"
+    if method == "mjd" and nstep > 1 and carries_warmstart(m):
+        # `mjd_transitionFD` holds the warm start fixed, so its physics steps cannot be
+        # chained where the solver's result depends on it: difference the whole step, which
+        # carries it from one physics step to the next as `mj_step` does.
+        method = "fd"
     if method == "mjd":
         (A, Bm, C, D), reached = _tangent_mjd(engine, state, ctrl, nstep, warmstart)
     else:
         (A, Bm, C, D), reached = _tangent_fd(engine, qmap, state, ctrl, nstep, warmstart)
     if next_state is None:
         next_state = reached
+    T_in, T_out = coordinate_maps(engine, qmap, state, next_state)
+    Jx = T_out @ A @ T_in
+    Jx[:, 0, 0] = 1.0  # time passes through; nothing here depends on it
+    return Jx, T_out @ Bm, C @ T_in, D
+
+
+def coordinate_maps(
+    engine: Engine, qmap: QposMap, state: np.ndarray, next_state: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """`T_in = d(tangent)/d(state)` at `state` `(B, nt, nstate)` and `T_out =
+    d(state)/d(tangent)` at `next_state` `(B, nstate, nt)`; time has no tangent row."""
+    m, L = engine.model, engine.layout
     B, nv, na, nt = state.shape[0], m.nv, m.na, 2 * m.nv + m.na
     qs, vs, acts = slices(L)
     T_in = np.zeros((B, nt, L.nstate))
@@ -497,6 +542,4 @@ def step_jacobians(
     T_out[:, qs, :nv] = qmap.tangent_to_qpos(next_state[:, qs])
     T_out[:, vs, nv : 2 * nv] = np.eye(nv)
     T_out[:, acts, 2 * nv :] = np.eye(na)
-    Jx = T_out @ A @ T_in
-    Jx[:, 0, 0] = 1.0  # time passes through; nothing here depends on it
-    return Jx, T_out @ Bm, C @ T_in, D
+    return T_in, T_out

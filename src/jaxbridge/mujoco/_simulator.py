@@ -14,7 +14,7 @@ import numpy as np
 import jaxbridge
 
 from .._batching import VECTORIZED, AbstractBatching, flatten_batch
-from . import _derivatives, _jacobians
+from . import _derivatives, _jacobians, _warmstart
 from ._engine import DEFAULT_OUTPUTS, Engine
 from ._model import load_gymnasium, load_model
 from ._state import StateParts, flat
@@ -33,6 +33,14 @@ if TYPE_CHECKING:  # jaxtyping is a test-time dependency only
 __all__ = ["Simulator", "Trajectory"]
 
 _DEFAULT_MAX_CONTACTS = 64  # MuJoCo 4 sizes its contact buffer dynamically (nconmax = -1)
+
+
+_WARMSTART_CHANGED = (
+    "`Simulator.rollout`'s derivative was traced for a model whose solver result does not "
+    "depend on its warm start, and the model's `opt` (solver or `mjDSBL_WARMSTART`) has "
+    "changed since: the traced derivative would leave out the warm start's sensitivity. "
+    "Trace it again (a new `jax.jit`) after changing `model.opt`."
+)
 
 
 class Trajectory(NamedTuple):
@@ -134,8 +142,12 @@ class Simulator:
     array (4 per quaternion, not 3). For RK4 models, which `mjd_transitionFD` refuses (the
     gymnasium models use RK4), the same differences run as one batched `mujoco.rollout`
     instead; `derivatives="fd"` forces this for any model. `rollout` chains the per-step
-    Jacobians, without simulating again, in both modes. `forward`'s kinematic outputs have
-    analytic Jacobians (MuJoCo's `mj_jac*`), the others differences. Second-order
+    Jacobians, without simulating again, in both modes. Where the constraint solver's result
+    depends on its warm start (PGS and CG, unless `mjDSBL_WARMSTART`), which `rollout`
+    carries from step to step and `step` over its `frame_skip` physics steps, the
+    derivatives carry it too (differences of MuJoCo steps over the state, the control and
+    the warm start: more costly; see "Derivatives through contact"). `forward`'s kinematic
+    outputs have analytic Jacobians (MuJoCo's `mj_jac*`), the others differences. Second-order
     derivatives are not supported. Time, `history`, `plugin` and `plastic` state are treated
     as constants.
 
@@ -146,6 +158,9 @@ class Simulator:
         max_contacts: how many contacts `forward`'s `contact_*` outputs hold (padded with
             zeros; the count is in `ncon`).
         derivatives: `"auto"`, `"mjd"` (`mjd_transitionFD`) or `"fd"` (batched rollouts).
+            Where the warm start is carried (above), a rollout of several controls and a
+            `step` of several physics steps are differenced over MuJoCo steps whatever
+            this says: `mjd_transitionFD` holds the warm start fixed.
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -210,6 +225,12 @@ class Simulator:
             vmap="vectorized",
             static_argnames=("nstep",),
             result=self._jacobians_result,
+        )
+        self._warm_jacobians_host = jaxbridge.host(
+            self._host_warm_jacobians,
+            vmap="vectorized",
+            static_argnames=("nstep",),
+            result=self._warm_jacobians_result,
         )
         self._forward_host = jaxbridge.host(
             self._host_forward,
@@ -471,10 +492,14 @@ class Simulator:
         Returns:
             A `Trajectory(state, sensordata, diverged)`; see `Trajectory`. Derivatives flow
             through `state` and `sensordata` by chaining the per-step Jacobians (forward and
-            reverse mode); `diverged` has none.
+            reverse mode), with the solver's warm start as part of the chained state where
+            the solver's result depends on it (PGS, CG); `diverged` has none.
 
         Raises:
             ValueError: `state` or `ctrls` has the wrong size.
+            RuntimeError: (from a derivative; under `jit` XLA wraps it) `model.opt` was
+                changed, after the derivative was traced, to a solver whose result depends
+                on the warm start.
         """
         state, ctrls, _ = self._batch(state, ctrls, "rollout")
         if ctrls.ndim < 2:
@@ -515,6 +540,24 @@ class Simulator:
         state, ctrls = primals
         dstate, dctrls = tangents
         states, sensors, diverged = self._rollout_core(state, ctrls, nstep)
+        zero = np.zeros(diverged.shape, jax.dtypes.float0)
+        if ctrls.shape[-2] > 1 and _derivatives.carries_warmstart(self.model):
+            # The warm start each step leaves moves the next step's forces: it is carried as
+            # tangent state (its input to the first step is a fresh MjData's, no input here).
+            J = self._warm_jacobians_host(state, ctrls, states, nstep=nstep)
+
+            def warm_chain(carry, per_step):
+                (dx, dw), (J_t, du_t) = carry, per_step
+                dy = J_t.Sx @ dx + J_t.Sw @ dw + J_t.Su @ du_t
+                dx, dw = (
+                    J_t.Jx @ dx + J_t.Jw @ dw + J_t.Ju @ du_t,
+                    J_t.Wx @ dx + J_t.Ww @ dw + J_t.Wu @ du_t,
+                )
+                return (dx, dw), (dx, dy)
+
+            dw = jnp.zeros(self.model.nv, dstate.dtype)
+            _, (dstates, dsensors) = jax.lax.scan(warm_chain, (dstate, dw), (J, dctrls))
+            return (states, sensors, diverged), (dstates, dsensors, zero)
         # One host call for the Jacobians of all T steps (on the thread pool), at the states
         # the primal rollout already visited, each from the warm start it had there.
         Jx, Ju, Sx, Su = self._jacobians_host(state, ctrls, states, nstep=nstep)
@@ -526,7 +569,6 @@ class Simulator:
             return dx, (dx, dy)
 
         _, (dstates, dsensors) = jax.lax.scan(chain, dstate, (Jx, Ju, Sx, Su, dctrls))
-        zero = np.zeros(diverged.shape, jax.dtypes.float0)
         return (states, sensors, diverged), (dstates, dsensors, zero)
 
     def _jacobians_result(self, state, ctrls, states, nstep):
@@ -538,12 +580,13 @@ class Simulator:
         """The `(*batch, T)` step Jacobians of a rollout from `state` `(*batch, n)` with
         `ctrls` `(*batch, T, nu)` that visited `states` `(*batch, T, n)`.
 
-        `mujoco.rollout` carries the constraint solver's warm start from step to step, and
-        PGS's forces depend on it: each step is differenced from the warm start the rollout
-        had there (replayed on the host, one rollout's cost), which central differences of
-        the whole rollout hold fixed to first order.
+        Each step is differenced from the warm start the rollout had there (replayed on the
+        host, one rollout's cost), held fixed: right where the solver's result does not
+        depend on it (else `_host_warm_jacobians` runs instead).
         """
         n, nu, ns = self.nstate, self.nu, self.nsensordata
+        if ctrls.shape[-2] > 1 and _derivatives.carries_warmstart(self.model):
+            raise RuntimeError(_WARMSTART_CHANGED)
         state0 = np.ascontiguousarray(flat(state), dtype=np.float64)
         ctrls = np.ascontiguousarray(flat(ctrls, 2), dtype=np.float64)
         visited = np.ascontiguousarray(flat(states, 2), dtype=np.float64)
@@ -566,6 +609,51 @@ class Simulator:
             Sx.reshape((*lead, ns, n)),
             Su.reshape((*lead, ns, nu)),
         )
+
+    def _warm_jacobians_result(self, state, ctrls, states, nstep):
+        lead, n, nu, nv, ns = (
+            states.shape[:-1],
+            self.nstate,
+            self.nu,
+            self.model.nv,
+            self.nsensordata,
+        )
+        shape = lambda *s: jax.ShapeDtypeStruct((*lead, *s), state.dtype)  # noqa: E731
+        return _warmstart.WarmJacobians(
+            shape(n, n),
+            shape(n, nu),
+            shape(n, nv),
+            shape(ns, n),
+            shape(ns, nu),
+            shape(ns, nv),
+            shape(nv, n),
+            shape(nv, nu),
+            shape(nv, nv),
+        )
+
+    def _host_warm_jacobians(self, state, ctrls, states, nstep):
+        """`_host_jacobians` with the warm start as state: the `(*batch, T)` blocks of
+        `_warmstart.WarmJacobians`, at the states and warm starts the rollout visited."""
+        T = ctrls.shape[-2]
+        state0 = np.ascontiguousarray(flat(state), dtype=np.float64)
+        ctrls = np.ascontiguousarray(flat(ctrls, 2), dtype=np.float64)
+        visited = np.ascontiguousarray(flat(states, 2), dtype=np.float64)
+        prev = np.concatenate([state0[:, None], visited[:, :-1]], axis=1)
+        warmstart = _derivatives.primal_warmstarts(self._engine, state0, ctrls, nstep)
+        first = np.zeros((state0.shape[0], T), bool)
+        first[:, 0] = True  # the first step's warm start is a fresh MjData's: no input
+        J = _warmstart.warm_step_jacobians(
+            self._engine,
+            self._qmap,
+            flat(prev),
+            flat(ctrls),
+            flat(warmstart),
+            nstep,
+            with_w=~first.ravel(),
+            next_state=flat(visited),
+        )
+        lead = states.shape[:-1]
+        return _warmstart.WarmJacobians(*(b.reshape((*lead, *b.shape[1:])) for b in J))
 
     # -- forward -------------------------------------------------------------------------
 

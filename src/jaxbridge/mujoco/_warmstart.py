@@ -1,0 +1,201 @@
+"""Step Jacobians that carry the constraint solver's warm start as part of the state.
+
+`mj_step` ends by copying `d.qacc` into `d.qacc_warmstart` (`mj_advance` in
+engine_forward.c): the solver's accelerations from the step's `mj_forward` for Euler and the
+implicit integrators, from the last stage's for RK4 (all four stages start from the step's
+incoming warm start). The next step's solver starts from it, and PGS, which stops after
+`opt.iterations`, gives forces that depend on where it started. So a rollout is
+`x' = f(x, u, w)`, `w' = g(x, u, w)` with `w` the warm start, and its derivative chains
+`z' = [[A, A_w], [G_x, G_w]] z + [B; G_u] du` over `z = (dx, dw)`.
+
+`mjd_transitionFD` holds `w` fixed and `mujoco.rollout` does not return `w'`, so these
+differences are taken here: every perturbed point is a fresh `MjData` state (as
+`mujoco.rollout` starts an element) with its warm start set, stepped `nstep` times with
+`mj_step` (which carries the warm start between them), and read back; the points are split
+over the worker's `MjData`s, one thread each (the bindings release the GIL in `mj_step`).
+The pairs of one-sided differences and `straddle_safe` are as in `_derivatives`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Generic, NamedTuple, TypeVar
+
+import numpy as np
+
+from ._derivatives import (
+    EPS,
+    REFINE,
+    QposMap,
+    coordinate_maps,
+    perturbations,
+    slices,
+    split_batch,
+    straddle_safe,
+)
+from ._engine import Engine
+from ._model import mujoco as _mujoco
+from ._state import FULLPHYSICS
+
+mujoco: Any = _mujoco
+MjData = Any
+A = TypeVar("A")
+
+__all__ = ["EPS_W", "WarmJacobians", "warm_step_jacobians"]
+
+EPS_W = 1e-6  # the warm start's difference step, relative to its size (at least 1)
+
+
+class WarmJacobians(NamedTuple, Generic[A]):
+    """The blocks of one step's Jacobian over `(state, ctrl, warmstart)`, each `(B, ., .)`:
+    `J*` of the next state, `S*` of the sensors, `W*` of the next warm start, with respect to
+    the state (`x`), the control (`u`) and the incoming warm start (`w`). NumPy arrays on the
+    host; the same tuple of `jax.ShapeDtypeStruct`s or arrays in JAX."""
+
+    Jx: A
+    Ju: A
+    Jw: A
+    Sx: A
+    Su: A
+    Sw: A
+    Wx: A
+    Wu: A
+    Ww: A
+
+
+def simulate(
+    engine: Engine, state: np.ndarray, ctrl: np.ndarray, warmstart: np.ndarray, nstep: int
+) -> np.ndarray:
+    """`nstep` physics steps from each of `P` points; `(P, nstate + nsensordata + nv)`: the
+    state, the sensors of the last physics step and the warm start the steps leave."""
+    m, L = engine.model, engine.layout
+    n, ns = L.nstate, int(m.nsensordata)
+    out = np.empty((state.shape[0], n + ns + m.nv))
+
+    def run(d: MjData, lo: int, hi: int) -> None:
+        for p in range(lo, hi):
+            engine.reset(d, state[p], ctrl[p])
+            d.qacc_warmstart[:] = warmstart[p]
+            for _ in range(nstep):
+                mujoco.mj_step(m, d)
+            mujoco.mj_getState(m, d, out[p, :n], FULLPHYSICS)
+            out[p, n : n + ns] = d.sensordata
+            out[p, n + ns :] = d.qacc_warmstart
+
+    with engine.worker() as w:
+        split_batch(run, state.shape[0], w.datas)
+    return out
+
+
+def warm_step_jacobians(
+    engine: Engine,
+    qmap: QposMap,
+    state: np.ndarray,
+    ctrl: np.ndarray,
+    warmstart: np.ndarray,
+    nstep: int,
+    with_w: np.ndarray,
+    next_state: np.ndarray | None = None,
+) -> WarmJacobians[np.ndarray]:
+    """Jacobians of one step (`nstep` physics steps) over `(state, ctrl, warmstart)`.
+
+    Args:
+        engine: the batched engine.
+        qmap: the model's `QposMap`.
+        state: `(B, nstate)` states.
+        ctrl: `(B, nu)` controls.
+        warmstart: `(B, nv)` warm starts each step starts from (a rollout's, from
+            `primal_warmstarts`).
+        nstep: physics steps per step.
+        with_w: `(B,)` booleans: where false, the warm start's columns are not differenced
+            and come back zero (a rollout's first step, whose warm start is no input).
+        next_state: the `(B, nstate)` states after the step, if known (else simulated).
+
+    Returns:
+        A `WarmJacobians` in the coordinates of the state vector (the warm start's are its
+        own). Every direction (tangent state, control, warm start) is differenced with step
+        `EPS` on each side and the sides combined by `straddle_safe`.
+    """
+    m, L = engine.model, engine.layout
+    state = np.ascontiguousarray(state, dtype=np.float64)
+    ctrl = np.ascontiguousarray(ctrl, dtype=np.float64)
+    warmstart = np.ascontiguousarray(warmstart, dtype=np.float64)
+    nv, nu, ns = int(m.nv), int(m.nu), int(m.nsensordata)
+    nt = 2 * nv + int(m.na)
+    nxu = nt + nu
+    ndir = nxu + nv
+    B, n = state.shape
+    qs, vs, acts = slices(L)
+
+    # The warm start's step is its own: the solver's result moves with it by about 1e-7 of
+    # a state per unit of acceleration (the humanoid), so at EPS the change drowns in
+    # rounding. It moves no contact (contacts depend on positions), so a larger step does
+    # not reach over an activation; it scales with the warm start's size.
+    h_w = EPS_W * np.maximum(1.0, np.abs(warmstart).max(axis=-1, initial=0.0))
+
+    def points(b: np.ndarray, j: np.ndarray, r: float):
+        """The `(2 K, .)` states, controls and warm starts `+h` and `-h` (alternating) along
+        direction `j[k]` (tangent state, control, then warm start) from element `b[k]`, with
+        `h = r EPS` for the state and control and `r h_w` for the warm start; and the `h`s."""
+        K = len(b)
+        x = np.repeat(state[b][:, None], 2, axis=1)
+        u = np.repeat(ctrl[b][:, None], 2, axis=1)
+        w = np.repeat(warmstart[b][:, None], 2, axis=1)
+        h = np.full(K, r * EPS)
+        xu = j < nxu
+        if xu.any():
+            x[xu], u[xu] = perturbations(m, L, qmap, state[b[xu]], ctrl[b[xu]], j[xu], r * EPS)
+        k = np.flatnonzero(~xu)
+        h[k] = r * h_w[b[k]]
+        w[k, 0, j[k] - nxu] += h[k]
+        w[k, 1, j[k] - nxu] -= h[k]
+        return (x.reshape(2 * K, n), u.reshape(2 * K, nu), w.reshape(2 * K, nv)), h[:, None]
+
+    def tangent(a: np.ndarray, b: np.ndarray) -> np.ndarray:  # b - a: tangent state, rest
+        return np.concatenate(
+            [
+                qmap.difference(a[..., qs], b[..., qs]),
+                b[..., vs] - a[..., vs],
+                b[..., acts] - a[..., acts],
+                b[..., n:] - a[..., n:],
+            ],
+            axis=-1,
+        )
+
+    def sides(out: np.ndarray, nominal: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        out = out.reshape(-1, 2, out.shape[-1])
+        return tangent(nominal, out[:, 0]) / h, tangent(out[:, 1], nominal) / h
+
+    nominal = simulate(engine, state, ctrl, warmstart, nstep)
+    active = np.ones((B, ndir), bool)
+    active[:, nxu:] = np.asarray(with_w, bool)[:, None]
+    b_idx, j_idx = np.nonzero(active)
+    pts, h = points(b_idx, j_idx, 1.0)
+    plus_k, minus_k = sides(simulate(engine, *pts, nstep), nominal[b_idx], h)
+    nout = nt + ns + nv
+    plus, minus = np.zeros((B, ndir, nout)), np.zeros((B, ndir, nout))
+    plus[b_idx, j_idx], minus[b_idx, j_idx] = plus_k, minus_k
+
+    def refine(index: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray]:
+        b, j = index
+        pts, h = points(b, j, 1 / REFINE)
+        return sides(simulate(engine, *pts, nstep), nominal[b], h)
+
+    Z = straddle_safe(np.swapaxes(plus, 1, 2), np.swapaxes(minus, 1, 2), refine)
+    if next_state is None:
+        next_state = nominal[:, :n]
+    T_in, T_out = coordinate_maps(engine, qmap, state, next_state)
+    x_rows, s_rows, w_rows = slice(0, nt), slice(nt, nt + ns), slice(nt + ns, nout)
+    x_cols, u_cols, w_cols = slice(0, nt), slice(nt, nxu), slice(nxu, ndir)
+    Jx = T_out @ Z[:, x_rows, x_cols] @ T_in
+    Jx[:, 0, 0] = 1.0  # time passes through; nothing here depends on it
+    return WarmJacobians(
+        Jx=Jx,
+        Ju=T_out @ Z[:, x_rows, u_cols],
+        Jw=T_out @ Z[:, x_rows, w_cols],
+        Sx=Z[:, s_rows, x_cols] @ T_in,
+        Su=Z[:, s_rows, u_cols],
+        Sw=Z[:, s_rows, w_cols],
+        Wx=Z[:, w_rows, x_cols] @ T_in,
+        Wu=Z[:, w_rows, u_cols],
+        Ww=Z[:, w_rows, w_cols],
+    )
