@@ -13,7 +13,7 @@ chained tangent Jacobians.
 same differences are taken over perturbed copies of the batch, all in one `mujoco.rollout`.
 Time, history, plugin state and plasticity are treated as constants (time passes through).
 
-Every difference is a pair of one-sided ones with step `EPS = 1e-8`, combined by
+Every difference is a pair of one-sided ones with step `EPS = 1e-7`, combined by
 `straddle_safe`: their mean where they agree, and where they do not (a contact appeared inside
 the step: MuJoCo's contact force jumps), a second look at `EPS / REFINE` decides between a kink
 (the mean) and a jump (the side that did not cross). `mjd_transitionFD` gives both sides when
@@ -52,10 +52,13 @@ __all__ = [
 ]
 
 # The difference step, in tangent coordinates and controls. MuJoCo computes in float64 whatever
-# the caller's dtype, so a quotient's rounding error is about 1e-16 |f| / EPS (1e-8 of |f|),
-# while the chance that a step reaches over a contact activation grows with it: at 1e-6 (the
-# customary step) most ground states of the gymnasium humanoids had one (issue 13).
-EPS = 1e-8
+# the caller's dtype, so a quotient's rounding error is about 1e-16 |f| / EPS (1e-9 of |f|;
+# PGS's forces, which stop short of convergence, carry more), while the chance that a step
+# reaches over a contact activation grows with it: at 1e-6 (the customary step) most ground
+# states of the gymnasium humanoids had one (issue 13), and `straddle_safe` finds the ones at
+# this step. At 1e-8 the rounding showed: small entries of PGS humanoid gradients up to 50%
+# off (a -4.21 entry of a gradient whose others are 1e4 to 1e5 came out -2.08), at 1e-7 6e-3.
+EPS = 1e-7
 # Two one-sided quotients that differ by more than this (relative to the column's size, at
 # least 1) straddle a discontinuity. Smooth dynamics differ by about EPS |f''| plus rounding.
 STRADDLE_RTOL = 1e-3
@@ -447,23 +450,18 @@ def _tangent_fd(
 
 
 def carries_warmstart(model: MjModel) -> bool:
-    """Whether a physics step's result depends on the warm start (`qacc_warmstart`) it
-    starts from, beyond the differences' noise, so that derivatives must carry it.
+    """Whether a physics step's result may depend on the warm start (`qacc_warmstart`) it
+    starts from, so that derivatives must carry it: unless `mjDSBL_WARMSTART`, always.
 
     PGS stops after `opt.iterations`, short of convergence. CG and Newton iterate to
-    `opt.tolerance`, but measured on the gymnasium humanoid (RK4, 5-step rollout loss, its
-    default tolerance), CG's gradients moved by up to 7e-4 of their size with the warm start
-    carried (to within 1e-4 of raw central differences), Newton's by less than 1e-7, below
-    the differences' noise: Newton is left out. Either way not with `mjDSBL_WARMSTART`.
+    `opt.tolerance`, and usually the warm start moves their result only within it (on the
+    gymnasium humanoid, Newton's rollout gradients moved by less than 1e-7 with it carried,
+    CG's by up to 7e-4), but where the warm start already meets the tolerance they stop at
+    once and return accelerations that move with the warm start itself: the gymnasium
+    inverted double pendulum (Newton) at its cart's joint limit had rollout gradients 0.2%
+    to 2% off raw central differences without it.
     """
-    opt = model.opt
-    solver = int(opt.solver)
-    return solver in _WARMSTART_SENSITIVE_SOLVERS and not (
-        int(opt.disableflags) & int(mujoco.mjtDisableBit.mjDSBL_WARMSTART)
-    )
-
-
-_WARMSTART_SENSITIVE_SOLVERS = (int(mujoco.mjtSolver.mjSOL_PGS), int(mujoco.mjtSolver.mjSOL_CG))
+    return not int(model.opt.disableflags) & int(mujoco.mjtDisableBit.mjDSBL_WARMSTART)
 
 
 def uses_mjd(model: MjModel) -> bool:

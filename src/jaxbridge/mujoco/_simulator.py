@@ -36,10 +36,10 @@ _DEFAULT_MAX_CONTACTS = 64  # MuJoCo 4 sizes its contact buffer dynamically (nco
 
 
 _WARMSTART_CHANGED = (
-    "`Simulator.rollout`'s derivative was traced for a model whose solver result does not "
-    "depend on its warm start, and the model's `opt` (solver or `mjDSBL_WARMSTART`) has "
-    "changed since: the traced derivative would leave out the warm start's sensitivity. "
-    "Trace it again (a new `jax.jit`) after changing `model.opt`."
+    "`Simulator.rollout`'s derivative was traced for a model with the solver's warm start "
+    "disabled (`mjDSBL_WARMSTART`), and the flag has been cleared since: the traced derivative "
+    "would leave out the warm start's sensitivity. Trace it again (a new `jax.jit`) after "
+    "changing `model.opt.disableflags`."
 )
 
 
@@ -497,9 +497,8 @@ class Simulator:
 
         Raises:
             ValueError: `state` or `ctrls` has the wrong size.
-            RuntimeError: (from a derivative; under `jit` XLA wraps it) `model.opt` was
-                changed, after the derivative was traced, to a solver whose result depends
-                on the warm start.
+            RuntimeError: (from a derivative; under `jit` XLA wraps it) `mjDSBL_WARMSTART`
+                was cleared in `model.opt.disableflags` after the derivative was traced.
         """
         state, ctrls, _ = self._batch(state, ctrls, "rollout")
         if ctrls.ndim < 2:
