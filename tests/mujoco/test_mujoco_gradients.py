@@ -284,9 +284,10 @@ def test_rollout_gradient_through_the_warm_start(integrator, x64):
     each step leaves for the next: `jax.grad` of a 5-step loss with respect to it equals raw
     central differences of `mj_step` loops, over the controls where those are stable.
 
-    Measured worst (median) relative errors: 5.9e-4 (7.9e-5) Euler, 7.5e-4 (4.5e-5) RK4, the
-    1e-8 differences' noise on PGS's forces; the bound leaves room for other platforms'
-    rounding. Without the warm start's sensitivity they were 0.11 (4.1e-3) and 0.17 (2.2e-2).
+    Measured worst (median) relative errors: 9.0e-5 (1.2e-5) Euler, 7.5e-5 (6.2e-6) RK4 (with
+    1e-8 steps, 5.9e-4 and 7.5e-4), the differences' noise on PGS's forces; the bound leaves
+    room for other platforms' rounding. Without the warm start's sensitivity they were 0.11
+    (4.1e-3) and 0.17 (2.2e-2).
     """
     model, frame_skip = few_iterations_pgs(integrator)
     sim = Simulator(model, frame_skip=frame_skip)
