@@ -8,12 +8,12 @@ falls on all of them alike), medians reported.
    `mj_jac*` formulas) against the forward call itself and against the central differences
    jaxbridge used before (46 `mj_forward` per pose, reproduced here on the host, without JAX's
    own overhead, so the ratio flatters them).
-2. Step Jacobians as `rollout`'s derivative computes them (`step_jacobians`), in Jacobians/s,
-   against the finite-difference floors: raw physics steps/s (raw `mujoco.rollout` of one
-   environment step from each of the same states, on one thread and on two) divided by the
-   physics steps one Jacobian needs, `(2 n + 1) frame_skip`
-   with `n = 2 nv + na + nu` (an ideal centred difference; `mjd_transitionFD` skips the
-   position stage for velocity and control directions, so it can beat it).
+2. Step Jacobians as `rollout`'s derivative computes them (the warm start carried,
+   `warm_step_jacobians`) and as `step`'s does (`step_jacobians`), in Jacobians/s, against the
+   finite-difference floors: raw physics steps/s (raw `mujoco.rollout` of one environment step
+   from each of the same states, on one thread and on two) divided by the physics steps one
+   Jacobian needs, `(2 d + 1) frame_skip` with `d = 2 nv + na + nu` directions, plus `nv` for
+   the warm start in a rollout step (an ideal centred difference).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from _util import QUICK, fmt_time, table, verdict  # noqa: E402
 
-from jaxbridge.mujoco import Simulator, _jacobians  # noqa: E402
+from jaxbridge.mujoco import Simulator, _jacobians, _warmstart  # noqa: E402
 from jaxbridge.mujoco._derivatives import step_jacobians  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
@@ -184,7 +184,8 @@ def raw_rollout(model: mujoco.MjModel, S: np.ndarray, nthread: int, nstep: int):
 
 def rollout_table() -> str:
     rows = []
-    for label, integrator in (("Euler/PGS (mjd_transitionFD)", 0), ("RK4/PGS as shipped (fd)", 1)):
+    variants = (("Euler/PGS", 0), ("RK4/PGS as shipped", 1))
+    for (label, integrator), path in [(v, p) for v in variants for p in ("rollout", "step")]:
         sim = Simulator.from_gymnasium("Humanoid-v5", nthread=2)
         model = copy.copy(sim.model)
         model.opt.integrator = integrator
@@ -193,13 +194,27 @@ def rollout_table() -> str:
         S = poses(sim, B)
         U = np.full((B, model.nu), 0.1)
         n = 2 * model.nv + model.na + model.nu
-        per_jac = (2 * n + 1) * sim.frame_skip
-        jac = lambda sim=sim, S=S, U=U: step_jacobians(  # noqa: E731
-            sim._engine, sim._qmap, S, U, sim.frame_skip
-        )
+        fs = sim.frame_skip
+        if path == "rollout":
+            # A rollout step's Jacobian with the warm start carried: n + nv directions (the
+            # warm start's own), at the warm starts one environment step leaves.
+            ndir = n + model.nv
+            warm = _warmstart.simulate(sim._engine, S, U, np.zeros((B, model.nv)), fs)
+            warm = np.ascontiguousarray(warm[:, -model.nv :])
+            jac = lambda sim=sim, S=S, U=U, warm=warm: _warmstart.warm_step_jacobians(  # noqa: E731
+                sim._engine, sim._qmap, S, U, warm, fs, np.ones(len(S), bool)
+            )
+            what = f"{label}, rollout step (warm start carried)"
+        else:
+            ndir = n
+            jac = lambda sim=sim, S=S, U=U: step_jacobians(  # noqa: E731
+                sim._engine, sim._qmap, S, U, fs
+            )
+            what = f"{label}, `step` (frame_skip {fs}, batched rollout differences)"
+        per_jac = (2 * ndir + 1) * fs
         # The floor's physics steps start at the same states: one environment step from each,
         # repeated (the cost of a step depends on the contacts it has).
-        reps, fs = 16, sim.frame_skip
+        reps = 16
         many = np.repeat(S, reps, axis=0)
         t = interleaved(
             {
@@ -213,7 +228,7 @@ def rollout_table() -> str:
         floor1, floor2 = rate1 / per_jac, rate2 / per_jac
         rows.append(
             (
-                label,
+                what,
                 f"{jac_per_s:.1f}",
                 f"{floor1:.1f}",
                 f"{floor2:.1f}",
@@ -223,7 +238,8 @@ def rollout_table() -> str:
             )
         )
     return table(
-        "step Jacobians (frame_skip 5) for rollout's derivative, Humanoid-v5, 2 threads",
+        "step Jacobians (frame_skip 5) for rollout's and step's derivatives, Humanoid-v5, "
+        "2 threads",
         rows,
         (
             "variant",

@@ -391,11 +391,13 @@ def test_newton_at_a_joint_limit_through_the_warm_start(x64):
                 continue  # time: a constant
             e = np.zeros_like(base)
             e[index] = 1.0
-            args = lambda h: (state + h * e, ctrls) if which == "state" else (state, ctrls + h * e)  # noqa: E731
+            moved = [  # (state, ctrls) moved by +h and -h
+                [(state + h * e, ctrls) if which == "state" else (state, ctrls + h * e) for h in hs]
+                for hs in ((1e-7, -1e-7), (1e-8, -1e-8))
+            ]
             r7, r8 = (
-                (raw_loss(model, frame_skip, *args(h)) - raw_loss(model, frame_skip, *args(-h)))
-                / (2 * h)
-                for h in STEPS[1:]
+                (raw_loss(model, frame_skip, *p) - raw_loss(model, frame_skip, *q)) / (2 * h)
+                for (p, q), h in zip(moved, STEPS[1:], strict=True)
             )
             if abs(r7 - r8) > 1e-4 * max(1.0, abs(r8)):
                 continue

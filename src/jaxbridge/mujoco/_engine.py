@@ -95,8 +95,8 @@ class _Worker:
         # `mujoco._rollout.Rollout` is what `mujoco.rollout.Rollout` wraps; calling it directly
         # skips a Python layer on every host call (the wrapper's `skip_checks` path only
         # forwards its arguments).
-        self.pool = _native_rollout(nthread) if nthread > 1 else None
-        self.serial = _native_rollout(0)  # runs on the calling thread, GIL released
+        self.pool = native_rollout(nthread) if nthread > 1 else None
+        self.serial = native_rollout(0)  # runs on the calling thread, GIL released
         self._models: dict[int, list[MjModel]] = {}
         self._model = model
         self._step_buffers: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
@@ -126,7 +126,7 @@ class _Worker:
         return models
 
 
-def _native_rollout(nthread: int) -> _NativeRollout:
+def native_rollout(nthread: int) -> _NativeRollout:
     return cast("_NativeRollout", _rollout_native.Rollout(nthread=nthread))
 
 
