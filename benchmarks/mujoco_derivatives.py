@@ -201,13 +201,13 @@ def rollout_table() -> str:
             ndir = n + model.nv
             warm = _warmstart.simulate(sim._engine, S, U, np.zeros((B, model.nv)), fs)
             warm = np.ascontiguousarray(warm[:, -model.nv :])
-            jac = lambda sim=sim, S=S, U=U, warm=warm: _warmstart.warm_step_jacobians(  # noqa: E731
+            jac = lambda sim=sim, S=S, U=U, warm=warm, fs=fs: _warmstart.warm_step_jacobians(  # noqa: E731
                 sim._engine, sim._qmap, S, U, warm, fs, np.ones(len(S), bool)
             )
             what = f"{label}, rollout step (warm start carried)"
         else:
             ndir = n
-            jac = lambda sim=sim, S=S, U=U: step_jacobians(  # noqa: E731
+            jac = lambda sim=sim, S=S, U=U, fs=fs: step_jacobians(  # noqa: E731
                 sim._engine, sim._qmap, S, U, fs
             )
             what = f"{label}, `step` (frame_skip {fs}, batched rollout differences)"
