@@ -142,11 +142,12 @@ class Simulator:
     array (4 per quaternion, not 3). For RK4 models, which `mjd_transitionFD` refuses (the
     gymnasium models use RK4), the same differences run as one batched `mujoco.rollout`
     instead; `derivatives="fd"` forces this for any model. `rollout` chains the per-step
-    Jacobians, without simulating again, in both modes. Where the constraint solver's result
-    depends on its warm start (PGS and CG, unless `mjDSBL_WARMSTART`), which `rollout`
-    carries from step to step and `step` over its `frame_skip` physics steps, the
-    derivatives carry it too (differences of MuJoCo steps over the state, the control and
-    the warm start: more costly; see "Derivatives through contact"). `forward`'s kinematic
+    Jacobians, without simulating again, in both modes. The constraint solver's result
+    depends on its warm start (PGS most; CG and Newton where the warm start meets their
+    tolerance), which `rollout` carries from step to step and `step` over its `frame_skip`
+    physics steps: unless `mjDSBL_WARMSTART`, the derivatives carry it too (differences of
+    MuJoCo steps over the state, the control and the warm start: more costly; see
+    "Derivatives through contact"). `forward`'s kinematic
     outputs have analytic Jacobians (MuJoCo's `mj_jac*`), the others differences. Second-order
     derivatives are not supported. Time, `history`, `plugin` and `plastic` state are treated
     as constants.
@@ -492,8 +493,8 @@ class Simulator:
         Returns:
             A `Trajectory(state, sensordata, diverged)`; see `Trajectory`. Derivatives flow
             through `state` and `sensordata` by chaining the per-step Jacobians (forward and
-            reverse mode), with the solver's warm start as part of the chained state where
-            the solver's result depends on it (PGS, CG); `diverged` has none.
+            reverse mode), with the solver's warm start as part of the chained state
+            (unless `mjDSBL_WARMSTART`); `diverged` has none.
 
         Raises:
             ValueError: `state` or `ctrls` has the wrong size.
@@ -580,8 +581,9 @@ class Simulator:
         `ctrls` `(*batch, T, nu)` that visited `states` `(*batch, T, n)`.
 
         Each step is differenced from the warm start the rollout had there (replayed on the
-        host, one rollout's cost), held fixed: right where the solver's result does not
-        depend on it (else `_host_warm_jacobians` runs instead).
+        host, one rollout's cost), held fixed: right with `mjDSBL_WARMSTART` and for a rollout
+        of one control (its warm start is a fresh `MjData`'s); else `_host_warm_jacobians`
+        runs instead.
         """
         n, nu, ns = self.nstate, self.nu, self.nsensordata
         if ctrls.shape[-2] > 1 and _derivatives.carries_warmstart(self.model):
