@@ -232,13 +232,8 @@ def test_rollout_jacobian_starts_from_the_rollouts_warm_start(x64):
     state MuJoCo's Euler/PGS step came out the same with and without the rollout's warm
     start, so Euler cannot show the difference here.
     """
-    model, frame_skip = humanoid_with_sensors(RK4, PGS)
-    model.opt.iterations = 8
-    sim = Simulator(model, frame_skip=frame_skip)
-    state, ncon = ground_state(model, frame_skip, 2)
-    assert ncon > 0
-    lo, hi = model.actuator_ctrlrange.T
-    ctrls = 0.3 * np.random.default_rng(0).uniform(lo, hi, (4, model.nu))
+    model, frame_skip = few_iterations_pgs(RK4)
+    sim, state, ctrls = on_the_ground(model, frame_skip, 4)
 
     def last(s, u):
         traj = sim.rollout(s, u)
@@ -278,6 +273,15 @@ def few_iterations_pgs(integrator):
     return model, frame_skip
 
 
+def on_the_ground(model, frame_skip, T):
+    """A simulator, a ground state in contact (seed 2) and `T` random controls (seed 0)."""
+    sim = Simulator(model, frame_skip=frame_skip)
+    state, ncon = ground_state(model, frame_skip, 2)
+    assert ncon > 0
+    lo, hi = model.actuator_ctrlrange.T
+    return sim, state, 0.3 * np.random.default_rng(0).uniform(lo, hi, (T, model.nu))
+
+
 @pytest.mark.parametrize("integrator", [EULER, RK4])
 def test_rollout_gradient_through_the_warm_start(integrator, x64):
     """The first control moves the later steps through the state and through the warm start
@@ -290,11 +294,7 @@ def test_rollout_gradient_through_the_warm_start(integrator, x64):
     (4.1e-3) and 0.17 (2.2e-2).
     """
     model, frame_skip = few_iterations_pgs(integrator)
-    sim = Simulator(model, frame_skip=frame_skip)
-    state, ncon = ground_state(model, frame_skip, 2)
-    assert ncon > 0
-    lo, hi = model.actuator_ctrlrange.T
-    ctrls = 0.3 * np.random.default_rng(0).uniform(lo, hi, (5, model.nu))
+    sim, state, ctrls = on_the_ground(model, frame_skip, 5)
 
     def loss(s, u):
         traj = sim.rollout(s, u)
