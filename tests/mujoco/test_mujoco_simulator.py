@@ -228,6 +228,36 @@ def test_rejected_controls_are_nan_under_jit(tmp_path, monkeypatch, x64):
     np.testing.assert_array_equal(jax.jit(sim.step)(S[1], U[1]), ref[0][-1])
 
 
+def test_derivatives_of_a_diverged_element_are_nan(tmp_path, monkeypatch, x64):
+    # Differences around a reset (or a rejected control) are finite and mean nothing: a
+    # gradient through a diverged element must be NaN, as its value is, and the other
+    # elements' derivatives must not change. (They were 0, or the identity, before.)
+    monkeypatch.chdir(tmp_path)
+    model, frame_skip = gym("Hopper-v5")
+    model.actuator_ctrllimited[:] = 0
+    sim = Simulator(model, frame_skip=frame_skip)
+    S = jnp.asarray(random_states(model, 3)).at[:, 0].set(1.0)
+    S = S.at[1, 1 + model.nq].set(1e30)  # finite, but MuJoCo resets
+    U = jnp.zeros((3, model.nu)).at[2, 0].set(1e11)  # MuJoCo replaces it by zero
+    healthy = jnp.array([True, False, False])
+    U2 = jnp.broadcast_to(U[:, None], (3, 2, model.nu))
+    losses = {
+        "step": lambda s, u: jnp.sum(sim.step(s, u[0]) ** 2),
+        "rollout": lambda s, u: jnp.sum(sim.rollout(s, u).state ** 2),
+        "forward": lambda s, u: jnp.sum(sim.forward(s, u[0], outputs=("qacc",))["qacc"] ** 2),
+    }
+    for name, loss in losses.items():
+        args = (S, U[:, None]) if name != "rollout" else (S, U2)
+        gs, gu = jax.jit(jax.vmap(jax.grad(loss, argnums=(0, 1))))(*args)
+        for i in range(3):
+            if healthy[i]:
+                assert jnp.isfinite(gs[i]).all() and jnp.isfinite(gu[i]).all(), name
+                alone = jax.grad(loss, argnums=(0, 1))(args[0][i], args[1][i])
+                np.testing.assert_allclose(gs[i], alone[0], rtol=1e-12, err_msg=name)
+            elif name != "forward" or i == 2:  # forward warns on the control only
+                assert jnp.isnan(gs[i]).all() and jnp.isnan(gu[i]).all(), (name, i)
+
+
 def test_no_retrace():
     sim = Simulator(arm())
     traces = []

@@ -419,6 +419,12 @@ class Engine:
             bad |= (np.abs(ctrl) > MAXVAL) & ~self.model.actuator_ctrllimited.astype(bool)
         return np.asarray(bad.reshape(ctrl.shape[0], -1).any(axis=1))
 
+    def rejected_controls(self, ctrl: np.ndarray) -> np.ndarray:
+        """`(B,)` flags of the elements of `ctrl` `(B, ...)` that hold a control MuJoCo
+        replaces by zero (see `_bad_ctrl`)."""
+        bad = self._bad_ctrl(ctrl)
+        return np.zeros(ctrl.shape[0], bool) if bad is None else bad
+
     def _diverged(
         self,
         w: _Worker,

@@ -43,6 +43,19 @@ _WARMSTART_CHANGED = (
 )
 
 
+def _nan_where(diverged: Array, *tangents: Array) -> tuple[Array, ...]:
+    """The tangents, NaN for the elements that diverged (a mask by multiplication: linear in
+    the tangents, so reverse mode transposes it). A diverged element's differences are taken
+    around a reset or a stopped simulation and mean nothing."""
+    return tuple(
+        t
+        * jnp.where(diverged, jnp.nan, 1.0)
+        .astype(t.dtype)
+        .reshape(diverged.shape + (1,) * (t.ndim - diverged.ndim))
+        for t in tangents
+    )
+
+
 class Trajectory(NamedTuple):
     """What `Simulator.rollout` returns.
 
@@ -463,15 +476,16 @@ class Simulator:
 
     def _host_step_jacobian(self, state: np.ndarray, ctrl: np.ndarray, nstep: int):
         n, nu = self.nstate, self.nu
-        Jx, Ju, _, _ = _derivatives.step_jacobians(
-            self._engine,
-            self._qmap,
-            flat(state),
-            flat(ctrl),
-            nstep,
-            method=self.derivatives,
-        )
         lead = state.shape[:-1]
+        state, ctrl = flat(state), flat(ctrl)
+        Jx, Ju, _, _ = _derivatives.step_jacobians(
+            self._engine, self._qmap, state, ctrl, nstep, method=self.derivatives
+        )
+        # Where the step itself diverged (its value is NaN), so are its derivatives: the
+        # differences around a reset or a rejected control are finite and mean nothing. One
+        # more step per element, next to the 2 n + 1 of the differences.
+        diverged = self._engine.step(state, ctrl, nstep)[1]
+        Jx[diverged], Ju[diverged] = np.nan, np.nan
         return Jx.reshape((*lead, n, n)), Ju.reshape((*lead, n, nu))
 
     # -- rollout -------------------------------------------------------------------------
@@ -557,7 +571,7 @@ class Simulator:
 
             dw = jnp.zeros(self.model.nv, dstate.dtype)
             _, (dstates, dsensors) = jax.lax.scan(warm_chain, (dstate, dw), (J, dctrls))
-            return (states, sensors, diverged), (dstates, dsensors, zero)
+            return (states, sensors, diverged), (*_nan_where(diverged, dstates, dsensors), zero)
         # One host call for the Jacobians of all T steps (on the thread pool), at the states
         # the primal rollout already visited, each from the warm start it had there.
         Jx, Ju, Sx, Su = self._jacobians_host(state, ctrls, states, nstep=nstep)
@@ -569,7 +583,7 @@ class Simulator:
             return dx, (dx, dy)
 
         _, (dstates, dsensors) = jax.lax.scan(chain, dstate, (Jx, Ju, Sx, Su, dctrls))
-        return (states, sensors, diverged), (dstates, dsensors, zero)
+        return (states, sensors, diverged), (*_nan_where(diverged, dstates, dsensors), zero)
 
     def _jacobians_result(self, state, ctrls, states, nstep):
         lead, n, nu, ns = states.shape[:-1], self.nstate, self.nu, self.nsensordata
@@ -728,14 +742,17 @@ class Simulator:
 
     def _host_forward_jacobian(self, state: np.ndarray, ctrl: np.ndarray, names):
         lead = state.shape[:-1]
+        state, ctrl = flat(state), flat(ctrl)
         jac = _jacobians.forward_jacobian(
-            self._engine,
-            self._qmap,
-            flat(state),
-            flat(ctrl),
-            names,
-            self.max_contacts,
+            self._engine, self._qmap, state, ctrl, names, self.max_contacts
         )
+        # A control MuJoCo replaces by zero makes the outputs NaN (see `Engine.forward`): the
+        # derivatives of the zero-control model must not pass for theirs.
+        rejected = self._engine.rejected_controls(ctrl)
+        if rejected.any():
+            for blocks in jac.values():
+                for b in blocks:
+                    b[rejected] = np.nan
         return {
             k: tuple(b.reshape((*lead, *b.shape[1:])) for b in blocks) for k, blocks in jac.items()
         }
