@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from test_mujoco_models import FULL, gym
 
-from jaxbridge.mujoco import Simulator
+from jaxbridge.mujoco import Simulator, _batched, _warmstart
 from jaxbridge.mujoco._simulator import _WARMSTART_CHANGED
 
 ENVS = (
@@ -319,6 +319,36 @@ def test_rollout_gradient_through_the_warm_start(integrator, x64):
         errors.append(abs(got[k] - r8) / max(1.0, abs(r8)))
     assert stable >= 12, stable
     assert max(errors) < 2e-3, errors
+
+
+@pytest.mark.skipif(not _batched.available(), reason="mujoco.batch needs MuJoCo 4.0")
+@pytest.mark.parametrize("integrator", [EULER, RK4])
+def test_warm_start_points_batched_equal_one_rollout_each(integrator, monkeypatch, x64):
+    """The warm start Jacobians' points, stepped as rows of one `mujoco.batch` call, give bit
+    for bit what one `mujoco.rollout` per point gives (state, sensors, the warm start each
+    leaves), and both give NaN for a point MuJoCo warned on; so do the Jacobians."""
+    model, frame_skip = few_iterations_pgs(integrator)
+    sim, state, ctrls = on_the_ground(model, frame_skip, 3)
+    engine, rng = sim._engine, np.random.default_rng(4)
+    P = 40
+    states = np.repeat(state[None], P, axis=0)
+    states[:, 1 : 1 + model.nq + model.nv] += 1e-3 * rng.standard_normal((P, model.nq + model.nv))
+    states[7, 1 + model.nq] = 1e12  # a velocity MuJoCo rejects: it warns and resets
+    u = np.repeat(ctrls[:1], P, axis=0)
+    w = 10 * rng.standard_normal((P, model.nv))
+    batched = _warmstart.simulate(engine, states, u, w, frame_skip)
+    per_point = _warmstart.simulate_per_point(engine, states, u, w, frame_skip)
+    assert np.isnan(batched[7]).all() and np.isnan(per_point[7]).all()
+    ok = np.arange(P) != 7
+    assert np.isfinite(batched[ok]).all()
+    np.testing.assert_array_equal(batched[ok], per_point[ok])
+
+    args = (engine, sim._qmap, states[:3], u[:3], w[:3], frame_skip, np.ones(3, bool))
+    jac_batched = _warmstart.warm_step_jacobians(*args)
+    monkeypatch.setattr(_warmstart, "BATCHED", False)
+    jac_per_point = _warmstart.warm_step_jacobians(*args)
+    for a, b in zip(jac_batched, jac_per_point, strict=True):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_rollout_jacfwd_equals_jacrev_through_the_warm_start(x64):

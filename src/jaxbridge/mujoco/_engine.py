@@ -15,6 +15,7 @@ from typing import Protocol, cast
 
 import numpy as np
 
+from ._batched import BatchSteps
 from ._model import MjData, MjModel, mj
 from ._state import FULLPHYSICS, Layout
 
@@ -73,7 +74,7 @@ def _held(ctrl: np.ndarray, nstep: int) -> np.ndarray:
     return np.repeat(ctrl, nstep, axis=1)
 
 
-def _warned(d: MjData) -> bool:
+def any_warning(d: MjData) -> bool:
     """Whether any of `d`'s warning counters is set (`mujoco.rollout` clears them per element)."""
     return bool(d.warning.number.any())
 
@@ -100,6 +101,14 @@ class _Worker:
         self._models: dict[int, list[MjModel]] = {}
         self._model = model
         self._step_buffers: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+        self._nthread = nthread
+        self._batch: BatchSteps | None = None
+
+    def batch(self) -> BatchSteps:
+        """This worker's `mujoco.batch` runner (MuJoCo 4.0 and later; see `_batched`)."""
+        if self._batch is None:
+            self._batch = BatchSteps(self._model, self._nthread)
+        return self._batch
 
     def step_buffers(self, B: int, nstep: int, nstate: int) -> tuple[np.ndarray, np.ndarray]:
         """`(B, nstep, nu)` held controls and `(B, nstep, nstate)` states for `Engine.step`.
@@ -469,7 +478,7 @@ class Engine:
             ambiguous &= ~diverged
             last = state.shape[0] - 1
             if not parallel and ambiguous[last]:  # the serial path's MjData ran this one last
-                diverged[last] = _warned(w.first[0])  # (read before any replay reuses it)
+                diverged[last] = any_warning(w.first[0])  # (read before any replay reuses it)
                 ambiguous[last] = False
             todo = np.flatnonzero(ambiguous)
             if todo.size > 2 and N == 1 and not self._opt.disableflags & _AUTORESET:
@@ -509,7 +518,7 @@ class Engine:
         out = np.empty((1, 1, nstate))
         zero = np.zeros((1, 1, int(m.nu)))
         w.serial.rollout(w.one, w.first, 1, _CTRL, origin[None], None, zero, out, None)
-        if _warned(d):
+        if any_warning(d):
             return todo
         todo = todo[(final[todo] == out[0, 0]).all(axis=1)]  # the others did not reset
         if todo.size == 0:
@@ -545,7 +554,7 @@ class Engine:
             bad = self._bad_ctrl(ctrl)
             if bad is not None and bad[0]:
                 return True
-        return t_out == dt and _warned(w.first[0])
+        return t_out == dt and any_warning(w.first[0])
 
     def _replay_warns(
         self, w: _Worker, state: np.ndarray, full: np.ndarray, warmstart: np.ndarray | None
@@ -556,7 +565,7 @@ class Engine:
         w.serial.rollout(
             w.models(1), w.first, full.shape[0], _CTRL, state[None], warm, full[None], out, None
         )
-        return _warned(w.first[0])
+        return any_warning(w.first[0])
 
     def reset(self, d: MjData, state: np.ndarray, ctrl: np.ndarray | None = None) -> None:
         """Puts `d` in exactly the condition `mujoco.rollout` starts an element from."""
@@ -618,7 +627,7 @@ class Engine:
             for i in range(B):
                 self.reset(d, state[i], ctrl[i])  # (clears the warning counters)
                 mj.mj_forward(m, d)
-                if _warned(d):
+                if any_warning(d):
                     warned.append(i)
                 for name in plain:
                     out[name][i] = getattr(d, name)

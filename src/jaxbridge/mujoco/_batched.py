@@ -1,0 +1,120 @@
+"""Many simulations in one C call with `mujoco.batch.Batch` (MuJoCo 4.0 and later).
+
+A `Batch` holds each simulation as a row of its `mjSTATE_INTEGRATION` state (the physics
+state, the constraint solver's warm start, the controls and the other inputs) and steps the
+rows on a thread pool, the calling thread included, bit for bit as a loop of `mj_step` over
+one `MjData` per row would. Unlike `mujoco.rollout` it hands back every row's warm start
+after the steps, and it keeps warning counters per row: the two things jaxbridge otherwise
+reads one element at a time from an `MjData` after a `mujoco.rollout` call of its own.
+
+`BatchSteps` is one worker's batch (a worker serves one host call at a time, so the batch,
+which must not be used from two threads at once, never is), grown to the largest call it
+has served. Older MuJoCo has no `mujoco.batch`; `available()` says so and callers keep their
+per-element path.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+from ._model import MjModel, mj
+from ._state import FULLPHYSICS
+
+__all__ = ["BatchSteps", "available"]
+
+mujoco: Any = mj
+_WARMSTART = int(mujoco.mjtState.mjSTATE_WARMSTART)
+_CTRL = int(mujoco.mjtState.mjSTATE_CTRL)
+
+
+@functools.cache
+def available() -> bool:
+    """Whether this MuJoCo has `mujoco.batch` (4.0 and later)."""
+    try:
+        import mujoco.batch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _columns(model: MjModel, spec: int) -> slice | np.ndarray:
+    """The columns of `spec`'s components in an `mjSTATE_INTEGRATION` row, in `mj_getState`'s
+    order (the components' bit order): a slice when they are contiguous."""
+    integration = int(mujoco.mjtState.mjSTATE_INTEGRATION)
+    cols: list[int] = []
+    bit = 1
+    while bit <= spec:
+        if bit & spec:
+            if not bit & integration:  # not part of a row: nothing here could set it
+                raise ValueError(f"state component {bit} is not in mjSTATE_INTEGRATION")
+            offset = int(mujoco.mj_stateSize(model, integration & (bit - 1)))
+            cols.extend(range(offset, offset + int(mujoco.mj_stateSize(model, bit))))
+        bit <<= 1
+    if not cols:
+        return slice(0, 0)
+    if cols == list(range(cols[0], cols[-1] + 1)):
+        return slice(cols[0], cols[-1] + 1)
+    return np.asarray(cols)
+
+
+class BatchSteps:
+    """`nstep` physics steps from each of `P` (state, control, warm start) points, one call.
+
+    Every point starts as `mujoco.rollout` starts an element: MuJoCo's reset state (inputs
+    other than the controls at their defaults) with the point's `mjSTATE_FULLPHYSICS` state,
+    controls and warm start. Those inputs are set once, by the batch's reset, and stepping
+    never writes them.
+    """
+
+    def __init__(self, model: MjModel, nthread: int):
+        self.model = model
+        self.nthread = max(1, nthread)
+        self.nsensordata = int(model.nsensordata)
+        self.full = _columns(model, FULLPHYSICS)
+        self.warm = _columns(model, _WARMSTART)
+        self.ctrl = _columns(model, _CTRL)
+        self._batch: Any = None
+        self._nsim = 0
+        self._ids = np.arange(0, dtype=np.int32)
+
+    def _grow(self, P: int) -> Any:
+        if self._batch is None or self._nsim < P:
+            import mujoco.batch
+
+            nsim = max(P, 2 * self._nsim)
+            batch = mujoco.batch.Batch(self.model, nsim, self.nthread)
+            batch.reset(stage=int(mujoco.mjtStage.mjSTAGE_NONE))
+            self._sensors = batch.bind("sensordata") if self.nsensordata else None
+            self._batch, self._nsim = batch, nsim
+            self._ids = np.arange(nsim, dtype=np.int32)
+        return self._batch
+
+    def step(
+        self, state: np.ndarray, ctrl: np.ndarray, warmstart: np.ndarray, nstep: int
+    ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray]:
+        """`nstep` physics steps from `(P, nstate)` states, `(P, nu)` controls held throughout
+        and `(P, nv)` warm starts.
+
+        Returns:
+            `(state, sensordata, warmstart, warned)`: the `(P, nstate)` states after the
+            steps, the `(P, nsensordata)` sensors of the last one (None without sensors), the
+            `(P, nv)` warm starts they left, and `(P,)` flags, true where MuJoCo warned in
+            any of the steps (a simulation that diverges is reset and stepped on, as
+            `mj_step` does). The first three are views of the batch's own arrays, valid
+            until its next call.
+        """
+        P = state.shape[0]
+        batch = self._grow(P)
+        rows = batch.state[:P]
+        rows[:, self.full] = state
+        rows[:, self.warm] = warmstart
+        rows[:, self.ctrl] = ctrl
+        counters = batch.warning[:P]
+        counters[...] = 0
+        batch.step(None if P == self._nsim else self._ids[:P], nstep)
+        sensors = None if self._sensors is None else self._sensors[:P]
+        warned = counters[..., 1].any(axis=-1)
+        return rows[:, self.full], sensors, rows[:, self.warm], warned
