@@ -345,7 +345,7 @@ def test_warm_start_points_batched_equal_one_rollout_each(integrator, monkeypatc
 
     args = (engine, sim._qmap, states[:3], u[:3], w[:3], frame_skip, np.ones(3, bool))
     jac_batched = _warmstart.warm_step_jacobians(*args)
-    monkeypatch.setattr(_warmstart, "BATCHED", False)
+    monkeypatch.setattr(_batched, "ENABLED", False)
     jac_per_point = _warmstart.warm_step_jacobians(*args)
     for a, b in zip(jac_batched, jac_per_point, strict=True):
         np.testing.assert_array_equal(a, b)

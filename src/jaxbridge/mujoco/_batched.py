@@ -7,10 +7,12 @@ one `MjData` per row would. Unlike `mujoco.rollout` it hands back every row's wa
 after the steps, and it keeps warning counters per row: the two things jaxbridge otherwise
 reads one element at a time from an `MjData` after a `mujoco.rollout` call of its own.
 
-`BatchSteps` is one worker's batch (a worker serves one host call at a time, so the batch,
-which must not be used from two threads at once, never is), grown to the largest call it
-has served. Older MuJoCo has no `mujoco.batch`; `available()` says so and callers keep their
-per-element path.
+`BatchSteps` is one worker's batches (a worker serves one host call at a time, so a batch,
+which must not be used from two threads at once, never is): one grown to the largest set of
+points it has stepped (the Jacobians' points, whose number changes from call to call), and
+one of exactly each batch size `step_into` has seen lately (the closed loop's, the same on
+every call, where stepping a subset would cost a check of its ids). Older MuJoCo has no
+`mujoco.batch`; `available()` says so and callers keep their `mujoco.rollout` paths.
 """
 
 from __future__ import annotations
@@ -30,14 +32,23 @@ _WARMSTART = int(mujoco.mjtState.mjSTATE_WARMSTART)
 _CTRL = int(mujoco.mjtState.mjSTATE_CTRL)
 
 
+#: Whether jaxbridge steps on `mujoco.batch` where MuJoCo has it. Tests turn it off to check
+#: the paths older MuJoCo takes against it.
+ENABLED = True
+
+
 @functools.cache
-def available() -> bool:
-    """Whether this MuJoCo has `mujoco.batch` (4.0 and later)."""
+def _importable() -> bool:
     try:
-        import mujoco.batch  # noqa: F401
+        from mujoco import batch  # noqa: F401
     except ImportError:
         return False
     return True
+
+
+def available() -> bool:
+    """Whether this MuJoCo has `mujoco.batch` (4.0 and later), and it is `ENABLED`."""
+    return ENABLED and _importable()
 
 
 def _columns(model: MjModel, spec: int) -> slice | np.ndarray:
@@ -79,14 +90,19 @@ class BatchSteps:
         self._batch: Any = None
         self._nsim = 0
         self._ids = np.arange(0, dtype=np.int32)
+        self._exact: dict[int, tuple[Any, np.ndarray, np.ndarray]] = {}
+
+    def _make(self, nsim: int) -> Any:
+        from mujoco import batch as mj_batch
+
+        batch = mj_batch.Batch(self.model, nsim, self.nthread)
+        batch.reset(stage=int(mujoco.mjtStage.mjSTAGE_NONE))
+        return batch
 
     def _grow(self, P: int) -> Any:
         if self._batch is None or self._nsim < P:
-            import mujoco.batch
-
             nsim = max(P, 2 * self._nsim)
-            batch = mujoco.batch.Batch(self.model, nsim, self.nthread)
-            batch.reset(stage=int(mujoco.mjtStage.mjSTAGE_NONE))
+            batch = self._make(nsim)
             self._sensors = batch.bind("sensordata") if self.nsensordata else None
             self._batch, self._nsim = batch, nsim
             self._ids = np.arange(nsim, dtype=np.int32)
@@ -114,7 +130,33 @@ class BatchSteps:
         rows[:, self.ctrl] = ctrl
         counters = batch.warning[:P]
         counters[...] = 0
-        batch.step(None if P == self._nsim else self._ids[:P], nstep)
+        batch.step(None if self._nsim == P else self._ids[:P], nstep)
         sensors = None if self._sensors is None else self._sensors[:P]
         warned = counters[..., 1].any(axis=-1)
         return rows[:, self.full], sensors, rows[:, self.warm], warned
+
+    def step_into(
+        self, state: np.ndarray, ctrl: np.ndarray, nstep: int, out: np.ndarray
+    ) -> np.ndarray | None:
+        """`nstep` physics steps from `(B, nstate)` states with `(B, nu)` controls, each from
+        a zero warm start (a fresh `MjData`'s, as `mujoco.rollout` starts an element), into
+        `out` `(B, nstate)`: the `(B,)` flags of the simulations MuJoCo warned on, or None
+        where it warned on none (the common case, told by one reduction).
+        """
+        B = state.shape[0]
+        entry = self._exact.get(B)
+        if entry is None:
+            if len(self._exact) >= 4:  # a few batch sizes are in use at a time
+                self._exact.clear()
+            batch = self._make(B)
+            entry = self._exact[B] = (batch, batch.state, batch.warning[..., 1])
+        batch, rows, counters = entry
+        rows[:, self.full] = state
+        rows[:, self.warm] = 0.0
+        rows[:, self.ctrl] = ctrl
+        counters[...] = 0
+        batch.step(None, nstep)
+        out[...] = rows[:, self.full]
+        if not counters.any():
+            return None
+        return np.asarray(counters.any(axis=-1))

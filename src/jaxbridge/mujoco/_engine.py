@@ -15,6 +15,7 @@ from typing import Protocol, cast
 
 import numpy as np
 
+from . import _batched
 from ._batched import BatchSteps
 from ._model import MjData, MjModel, mj
 from ._state import FULLPHYSICS, Layout
@@ -321,6 +322,8 @@ class Engine:
             return None
         w = self._take()
         try:
+            if B > 1 and w.pool is not None and self.uses_pool(B, nstep) and _batched.available():
+                return self._step_batched(w, state, ctrl, nstep, out)
             if nstep == 1:  # mujoco.rollout takes one control per physics step: views
                 full, trajectory = ctrl[:, None], out[:, None]
             else:
@@ -332,6 +335,55 @@ class Engine:
             return diverged
         finally:
             self._free.append(w)
+
+    def _step_batched(
+        self, w: _Worker, state: np.ndarray, ctrl: np.ndarray, nstep: int, out: np.ndarray
+    ) -> np.ndarray | None:
+        """`step_into` on the thread pool of `mujoco.batch` (MuJoCo 4.0 and later), which
+        keeps warning counters per element: an element is flagged where MuJoCo warned in any
+        of its steps (it reset, or zeroed a bad control, or ran out of contact or constraint
+        memory), or where its state held a non-finite number or a control MuJoCo rejects (see
+        `_bad_ctrl`); `Batch`'s pool costs less than `mujoco.rollout`'s per call. The common
+        case, nothing wrong, takes seven NumPy calls besides MuJoCo's.
+        """
+        warned = w.batch().step_into(state, ctrl, nstep, out)
+        finite = math.isfinite(np.vdot(state, state))
+        if warned is None and finite and np.vdot(ctrl, ctrl) <= _MAXVAL2:
+            return None
+        diverged = np.zeros(state.shape[0], bool) if warned is None else warned
+        if not finite:
+            diverged |= ~np.isfinite(state).all(axis=1)
+        bad = self._bad_ctrl(ctrl)
+        if bad is not None:
+            diverged |= bad
+        return diverged
+
+    def step_points(
+        self, state: np.ndarray, ctrl: np.ndarray, warmstart: np.ndarray | None, nstep: int
+    ) -> np.ndarray:
+        """`nstep` physics steps from each of `P` points, as rows of one `mujoco.batch` call
+        (MuJoCo 4.0 and later: check `_batched.available()` first); the differences' engine.
+
+        `state` `(P, nstate)`, `ctrl` `(P, nu)` (held), `warmstart` `(P, nv)` or None for
+        zeros. Returns `(P, nstate + nsensordata + nv)`: the state, the sensors of the last
+        physics step and the warm start the steps leave; NaN for a point MuJoCo warned on (it
+        reset that simulation, or zeroed its controls, so no difference taken from it means
+        anything).
+        """
+        m, n = self.model, self.layout.nstate
+        ns, nv = self.nsensordata, int(m.nv)
+        out = np.empty((state.shape[0], n + ns + nv))
+        if warmstart is None:
+            warmstart = np.zeros((state.shape[0], nv))
+        with self.worker() as w:
+            after, sensors, warm, warned = w.batch().step(state, ctrl, warmstart, nstep)
+            out[:, :n] = after
+            if sensors is not None:
+                out[:, n : n + ns] = sensors
+            out[:, n + ns :] = warm
+        if warned.any():
+            out[warned] = np.nan
+        return out
 
     def step_one(
         self, state: np.ndarray, ctrl: np.ndarray, out: np.ndarray, nstep: int = 1

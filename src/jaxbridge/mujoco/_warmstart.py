@@ -22,6 +22,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 import numpy as np
 
+from . import _batched
 from ._derivatives import (
     EPS,
     REFINE,
@@ -32,7 +33,6 @@ from ._derivatives import (
     split_batch,
     straddle_safe,
 )
-from . import _batched
 from ._engine import Engine, any_warning, native_rollout
 from ._model import mujoco as _mujoco
 
@@ -44,9 +44,6 @@ A = TypeVar("A")
 __all__ = ["EPS_W", "WarmJacobians", "warm_step_jacobians"]
 
 EPS_W = 1e-6  # the warm start's difference step, relative to its size (at least 1)
-#: Whether `simulate` uses `mujoco.batch` where MuJoCo has it (tests turn it off to check
-#: the per-point path against it).
-BATCHED = True
 
 
 class WarmJacobians(NamedTuple, Generic[A]):
@@ -78,20 +75,9 @@ def simulate(
     one C call on the worker's threads, and the rows hold the warm starts after. Before it,
     `simulate_per_point`.
     """
-    if not _batched.available() or not BATCHED:
+    if not _batched.available():
         return simulate_per_point(engine, state, ctrl, warmstart, nstep)
-    m, L = engine.model, engine.layout
-    n, ns = L.nstate, int(m.nsensordata)
-    out = np.empty((state.shape[0], n + ns + int(m.nv)))
-    with engine.worker() as w:
-        after, sensors, warm, warned = w.batch().step(state, ctrl, warmstart, nstep)
-        out[:, :n] = after
-        if sensors is not None:
-            out[:, n : n + ns] = sensors
-        out[:, n + ns :] = warm
-    if warned.any():
-        out[warned] = np.nan
-    return out
+    return engine.step_points(state, ctrl, warmstart, nstep)
 
 
 def simulate_per_point(
