@@ -439,21 +439,25 @@ def boxes(memory: str) -> mujoco.MjModel:
     return mujoco.MjModel.from_xml_string(BOXES.format(memory=memory, bodies=bodies))
 
 
-def test_a_warning_that_does_not_reset_is_flagged_on_the_batch_path(
-    tmp_path, monkeypatch, steps_on
-):
-    # The warning comes in the call's last physics step (its only one), not from time 0:
-    # `mujoco.rollout` leaves no trace of it (the time is right); `mujoco.batch` keeps each
-    # simulation's warning counters, and the batch path flags the element.
-    if steps_on != "batch":
-        pytest.skip("mujoco.rollout's path cannot see this warning (documented)")
+def test_a_warning_that_does_not_reset_is_flagged(tmp_path, monkeypatch, steps_on):
+    # The warning comes in the call's last physics step (its only one), not from time 0, so
+    # the time is right. One element runs serially, on an `MjData` whose counters are its
+    # own; a batch on `mujoco.batch` keeps every simulation's counters. (A batch on
+    # `mujoco.rollout`'s pool, MuJoCo before 4.0, leaves no trace of it: documented.)
     monkeypatch.chdir(tmp_path)
     for memory, expect in (("64K", True), ("4M", False)):
         model = boxes(memory)
         engine = Engine(model, nthread=2)
-        engine.POOL_MIN_WORK = 0.0
         S = random_states(model, 4, qvel=0.01, qpos=0.0)
         S[:, 0] = 1.0
         U = np.zeros((4, model.nu))
         assert [raw_warns(model, S[i], U[i : i + 1]) for i in range(4)] == [expect] * 4
-        assert engine.step(S, U, 1)[1].tolist() == [expect] * 4
+        for i in range(4):
+            assert engine.step(S[i : i + 1], U[i : i + 1], 1)[1].tolist() == [expect]
+            out = np.empty((1, engine.layout.nstate))
+            assert engine.step_one(S[i : i + 1].copy(), U[i : i + 1].copy(), out) == expect
+        if steps_on == "batch":
+            for pool in (False, True):
+                engine.POOL_MIN_WORK = 0.0 if pool else float("inf")
+                assert engine.step(S, U, 1)[1].tolist() == [expect] * 4
+                assert engine.rollout(S, U[:, None], 1)[2].tolist() == [expect] * 4

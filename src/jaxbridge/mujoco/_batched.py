@@ -90,19 +90,19 @@ class BatchSteps:
         self._batch: Any = None
         self._nsim = 0
         self._ids = np.arange(0, dtype=np.int32)
-        self._exact: dict[int, tuple[Any, np.ndarray, np.ndarray]] = {}
+        self._exact: dict[tuple[int, int], tuple[Any, np.ndarray, np.ndarray]] = {}
 
-    def _make(self, nsim: int) -> Any:
+    def _make(self, nsim: int, threads: int) -> Any:
         from mujoco import batch as mj_batch
 
-        batch = mj_batch.Batch(self.model, nsim, self.nthread)
+        batch = mj_batch.Batch(self.model, nsim, threads)
         batch.reset(stage=int(mujoco.mjtStage.mjSTAGE_NONE))
         return batch
 
     def _grow(self, P: int) -> Any:
         if self._batch is None or self._nsim < P:
             nsim = max(P, 2 * self._nsim)
-            batch = self._make(nsim)
+            batch = self._make(nsim, self.nthread)
             self._sensors = batch.bind("sensordata") if self.nsensordata else None
             self._batch, self._nsim = batch, nsim
             self._ids = np.arange(nsim, dtype=np.int32)
@@ -135,28 +135,60 @@ class BatchSteps:
         warned = counters[..., 1].any(axis=-1)
         return rows[:, self.full], sensors, rows[:, self.warm], warned
 
-    def step_into(
-        self, state: np.ndarray, ctrl: np.ndarray, nstep: int, out: np.ndarray
-    ) -> np.ndarray | None:
-        """`nstep` physics steps from `(B, nstate)` states with `(B, nu)` controls, each from
-        a zero warm start (a fresh `MjData`'s, as `mujoco.rollout` starts an element), into
-        `out` `(B, nstate)`: the `(B,)` flags of the simulations MuJoCo warned on, or None
-        where it warned on none (the common case, told by one reduction).
-        """
-        B = state.shape[0]
-        entry = self._exact.get(B)
+    def _exact_batch(self, B: int, threads: int) -> tuple[Any, np.ndarray, np.ndarray]:
+        """A batch of exactly `B` simulations on `threads` threads, its rows and its warning
+        counters, made on first use and kept (a few at a time)."""
+        entry = self._exact.get((B, threads))
         if entry is None:
             if len(self._exact) >= 4:  # a few batch sizes are in use at a time
                 self._exact.clear()
-            batch = self._make(B)
-            entry = self._exact[B] = (batch, batch.state, batch.warning[..., 1])
-        batch, rows, counters = entry
+            batch = self._make(B, threads)
+            entry = self._exact[B, threads] = (batch, batch.state, batch.warning[..., 1])
+        return entry
+
+    def step_into(
+        self, state: np.ndarray, ctrl: np.ndarray, nstep: int, out: np.ndarray, threads: int
+    ) -> np.ndarray | None:
+        """`nstep` physics steps from `(B, nstate)` states with `(B, nu)` controls, each from
+        a zero warm start (a fresh `MjData`'s, as `mujoco.rollout` starts an element), into
+        `out` `(B, nstate)`, on `threads` threads: the `(B,)` flags of the simulations MuJoCo
+        warned on, or None where it warned on none (the common case, told by one reduction).
+        """
+        batch, rows, counters = self._exact_batch(state.shape[0], threads)
         rows[:, self.full] = state
         rows[:, self.warm] = 0.0
         rows[:, self.ctrl] = ctrl
         counters[...] = 0
         batch.step(None, nstep)
         out[...] = rows[:, self.full]
+        if not counters.any():
+            return None
+        return np.asarray(counters.any(axis=-1))
+
+    def rollout(
+        self,
+        state: np.ndarray,
+        ctrl: np.ndarray,
+        warmstart: np.ndarray | None,
+        out_state: np.ndarray,
+        out_sensor: np.ndarray | None,
+        threads: int,
+    ) -> np.ndarray | None:
+        """`mujoco.rollout`'s rollout as one `Batch.rollout`: `N` physics steps from `(B,
+        nstate)` states and `(B, nv)` warm starts (None: zeros), with `(B, N, nu)` controls,
+        recording the `(B, N, nstate)` states and `(B, N, nsensordata)` sensors into the
+        outputs. A simulation stops at its first warning, and its remaining records repeat its
+        last, as in `mujoco.rollout`. Returns the flags of the simulations MuJoCo warned on,
+        or None where it warned on none.
+        """
+        batch, rows, counters = self._exact_batch(state.shape[0], threads)
+        rows[:, self.full] = state
+        rows[:, self.warm] = 0.0 if warmstart is None else warmstart
+        counters[...] = 0
+        record: dict[Any, np.ndarray] = {FULLPHYSICS: out_state}
+        if out_sensor is not None and self.nsensordata:
+            record["sensordata"] = out_sensor
+        batch.rollout(ctrl.shape[1], ctrl, _CTRL, tuple(record), None, record)
         if not counters.any():
             return None
         return np.asarray(counters.any(axis=-1))

@@ -104,6 +104,13 @@ class _Worker:
         self._step_buffers: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
         self._nthread = nthread
         self._batch: BatchSteps | None = None
+        # A live view of the first `MjData`'s warning counters, read after every serial
+        # one-element call (a list's `any` of it costs well under a microsecond).
+        self._first_warnings = self.datas[0].warning.number
+
+    def first_warned(self) -> bool:
+        """Whether MuJoCo warned in the first `MjData`'s last rollout element."""
+        return any(self._first_warnings.tolist())
 
     def batch(self) -> BatchSteps:
         """This worker's `mujoco.batch` runner (MuJoCo 4.0 and later; see `_batched`)."""
@@ -322,7 +329,7 @@ class Engine:
             return None
         w = self._take()
         try:
-            if B > 1 and w.pool is not None and self.uses_pool(B, nstep) and _batched.available():
+            if B > 1 and _batched.available():
                 return self._step_batched(w, state, ctrl, nstep, out)
             if nstep == 1:  # mujoco.rollout takes one control per physics step: views
                 full, trajectory = ctrl[:, None], out[:, None]
@@ -339,14 +346,23 @@ class Engine:
     def _step_batched(
         self, w: _Worker, state: np.ndarray, ctrl: np.ndarray, nstep: int, out: np.ndarray
     ) -> np.ndarray | None:
-        """`step_into` on the thread pool of `mujoco.batch` (MuJoCo 4.0 and later), which
-        keeps warning counters per element: an element is flagged where MuJoCo warned in any
-        of its steps (it reset, or zeroed a bad control, or ran out of contact or constraint
-        memory), or where its state held a non-finite number or a control MuJoCo rejects (see
-        `_bad_ctrl`); `Batch`'s pool costs less than `mujoco.rollout`'s per call. The common
-        case, nothing wrong, takes seven NumPy calls besides MuJoCo's.
-        """
-        warned = w.batch().step_into(state, ctrl, nstep, out)
+        """`step_into` on `mujoco.batch` (MuJoCo 4.0 and later), on its thread pool where the
+        work pays for it (`uses_pool`; `Batch`'s pool costs less per call than
+        `mujoco.rollout`'s), else on the calling thread. The common case, nothing wrong,
+        takes seven NumPy calls besides MuJoCo's; the flags are `_flags`'."""
+        threads = self.nthread if self.uses_pool(state.shape[0], nstep) else 1
+        warned = w.batch().step_into(state, ctrl, nstep, out, threads)
+        return self._flags(warned, state, ctrl)
+
+    def _flags(
+        self, warned: np.ndarray | None, state: np.ndarray, ctrl: np.ndarray
+    ) -> np.ndarray | None:
+        """The `(B,)` flags of a `mujoco.batch` call, or None where none is set: where MuJoCo
+        warned in any of an element's steps (it reset, zeroed a bad control, or ran out of
+        contact or constraint memory; `mujoco.batch` keeps each simulation's counters, so a
+        warning in the last physics step, which `mujoco.rollout`'s path cannot see, counts
+        too), where the state held a non-finite number, or where a control is one MuJoCo
+        rejects (`_bad_ctrl`; `ctrl` `(B, ...)`)."""
         finite = math.isfinite(np.vdot(state, state))
         if warned is None and finite and np.vdot(ctrl, ctrl) <= _MAXVAL2:
             return None
@@ -418,10 +434,18 @@ class Engine:
         out_sensor: np.ndarray | None,
         warmstart: np.ndarray | None = None,
     ) -> np.ndarray:
-        """One `mujoco.rollout` of `N` steps per element into the outputs; the flags."""
+        """One `mujoco.rollout` of `N` steps per element into the outputs; the flags. With
+        `mujoco.batch`, a batch of more than one element is one `Batch.rollout` instead (on
+        the pool where the work pays for it), whose warning counters are each element's."""
         w = self._take()
         try:
-            diverged = self._run_on(w, state, full, full, N, out_state, out_sensor, warmstart)
+            B = state.shape[0]
+            if B > 1 and _batched.available():
+                threads = self.nthread if self.uses_pool(B, N) else 1
+                warned = w.batch().rollout(state, full, warmstart, out_state, out_sensor, threads)
+                diverged = self._flags(warned, state, full)
+            else:
+                diverged = self._run_on(w, state, full, full, N, out_state, out_sensor, warmstart)
         finally:
             self._free.append(w)
         return np.zeros(state.shape[0], bool) if diverged is None else diverged
@@ -606,7 +630,10 @@ class Engine:
             bad = self._bad_ctrl(ctrl)
             if bad is not None and bad[0]:
                 return True
-        return t_out == dt and any_warning(w.first[0])
+        # Its counters are this element's (`mujoco.rollout` clears them per element): any
+        # warning counts, one in the last physics step that neither resets nor stops
+        # included (a time tells nothing of those).
+        return w.first_warned()
 
     def _replay_warns(
         self, w: _Worker, state: np.ndarray, full: np.ndarray, warmstart: np.ndarray | None
