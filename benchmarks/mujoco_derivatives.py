@@ -234,7 +234,7 @@ def rollout_table() -> str:
             jac = lambda sim=sim, S=S, U=U, fs=fs: step_jacobians(  # noqa: E731
                 sim._engine, sim._qmap, S, U, fs
             )
-            what = f"{label}, `step` (frame_skip {fs}, batched rollout differences)"
+            what = f"{label}, `step` (frame_skip {fs}, batched differences)"
         per_jac = (2 * ndir + 1) * fs
         # The floor's physics steps start at the same states: one environment step from each,
         # repeated (the cost of a step depends on the contacts it has).
