@@ -168,9 +168,11 @@ def _time_after(t0: np.ndarray, dt: float, N: int) -> np.ndarray:
 class Engine:
     """Batched MuJoCo on one model: `rollout`, `step`, `forward`, and single-element replays.
 
-    A `Rollout` thread pool and its `MjData`s serve one call at a time; concurrent calls from
-    several Python threads each take a worker of their own from a free list (made on demand),
-    so they never share an `MjData` and need no lock while MuJoCo runs.
+    A worker (a `Rollout` thread pool and its `MjData`s, and with MuJoCo 4.0 and later the
+    `mujoco.batch` batches of `_batched.BatchSteps`, which step every batch of more than one
+    element) serves one call at a time; concurrent calls from several Python threads each take
+    a worker of their own from a free list (made on demand), so they never share an `MjData`
+    or a batch and need no lock while MuJoCo runs.
 
     A call runs on MuJoCo's thread pool only when it holds enough physics to pay for the
     pool's dispatch and synchronisation (tens of microseconds, more on a loaded machine):
@@ -265,10 +267,11 @@ class Engine:
         Returns:
             `(states, sensordata, diverged)`: `(B, T, nstate)` states after each control,
             `(B, T, nsensordata)` sensor values of the last physics step of each, and `(B,)`
-            flags, true where MuJoCo warned (bad qpos/qvel/qacc, full contact buffer) and so
-            reset or stopped that element's simulation, or where the input was not finite (a
-            warning that neither resets nor stops, in the last physics step, is seen only from
-            time 0).
+            flags, true where MuJoCo warned (bad qpos/qvel/qacc, a rejected control, a full
+            contact buffer or constraint arena) and so reset or stopped that element's
+            simulation, or where the input was not finite. (On `mujoco.rollout`'s pool, with
+            MuJoCo before 4.0, a warning that neither resets nor stops in the last physics
+            step is seen only from time 0.)
         """
         state = _float64(state)
         B, T = ctrl.shape[:2]
