@@ -1,5 +1,6 @@
 """The host side against raw MuJoCo: bit for bit in float64, divergence, threads, Jacobians."""
 
+import copy
 from concurrent.futures import ThreadPoolExecutor
 
 import mujoco
@@ -461,3 +462,59 @@ def test_a_warning_that_does_not_reset_is_flagged(tmp_path, monkeypatch, steps_o
                 engine.POOL_MIN_WORK = 0.0 if pool else float("inf")
                 assert engine.step(S, U, 1)[1].tolist() == [expect] * 4
                 assert engine.rollout(S, U[:, None], 1)[2].tolist() == [expect] * 4
+
+
+@pytest.mark.parametrize("pool", [False, True])
+def test_an_edit_of_the_model_after_the_first_call_is_seen(pool):
+    # mujoco.rollout and mj_step read the model they are given on every call; so must every
+    # path here (`mujoco.batch` copies its model unless given the caller's).
+    model, frame_skip = gym("Humanoid-v5")
+    model = copy.copy(model)  # edited below
+    engine = Engine(model, nthread=2)
+    engine.POOL_MIN_WORK = 0.0 if pool else float("inf")
+    S = random_states(model, 3, qvel=0.2, qpos=0.02)
+    U = np.random.default_rng(5).uniform(-0.4, 0.4, (3, 2, model.nu))
+    engine.rollout(S, U, frame_skip)  # make the workers (and batches) with the old model
+    engine.step(S, np.ascontiguousarray(U[:, 0]), frame_skip)
+    model.opt.gravity[:] = [0.0, 0.0, -3.0]
+    model.opt.timestep = 0.004
+    model.body_mass[2] *= 2
+    states, sensors, diverged = engine.rollout(S, U, frame_skip)
+    next_state, _ = engine.step(S, np.ascontiguousarray(U[:, 0]), frame_skip)
+    assert not diverged.any()
+    for i in range(3):
+        ref_states, ref_sensors = raw_rollout(model, S[i], U[i], frame_skip)
+        np.testing.assert_array_equal(states[i], ref_states)
+        np.testing.assert_array_equal(sensors[i], ref_sensors)
+        np.testing.assert_array_equal(next_state[i], ref_states[0])
+
+
+SLEEPING = """
+<mujoco>
+  <option sleep_tolerance="0.01"><flag sleep="enable"/></option>
+  <worldbody>
+    <geom type="plane" size="5 5 .1"/>
+    <body pos="0 0 .1"><freejoint/><geom size=".1"/></body>
+    <body pos="1 0 .1"><freejoint/><geom size=".1"/></body>
+  </worldbody>
+</mujoco>
+"""
+
+
+def test_a_model_with_sleep_keeps_the_rollout_paths(steps_on):
+    # `mujoco.batch` refuses a model with sleep enabled unless each simulation has an MjData
+    # of its own: such a model keeps `mujoco.rollout`'s paths, whatever MuJoCo has (and the
+    # flag is read on every call: enabling it later switches too).
+    if not hasattr(mujoco.mjtEnableBit, "mjENBL_SLEEP"):
+        pytest.skip("this MuJoCo has no sleep")
+    model = mujoco.MjModel.from_xml_string(SLEEPING)
+    engine = Engine(model, nthread=2)
+    assert not engine.batched()
+    S = random_states(model, 4, qvel=0.05, qpos=0.0)
+    U = np.zeros((4, 3, model.nu))
+    states, _, diverged = engine.rollout(S, U, 1)
+    next_state, _ = engine.step(S, np.zeros((4, model.nu)), 1)
+    np.testing.assert_array_equal(next_state, states[:, 0])
+    model.opt.enableflags &= ~int(mujoco.mjtEnableBit.mjENBL_SLEEP)
+    assert engine.batched() == (steps_on == "batch")
+    engine.rollout(S, U, 1)

@@ -96,6 +96,10 @@ class BatchSteps:
         from mujoco import batch as mj_batch
 
         batch = mj_batch.Batch(self.model, nsim, threads)
+        # A `Batch` simulates a copy of its model unless given one of the caller's: this one,
+        # so that an edit of the model after the first call (`model.opt.timestep`, a mass, a
+        # flag) is seen here as `mujoco.rollout` and `mj_step` see it.
+        batch.set_models(self.model)
         batch.reset(stage=int(mujoco.mjtStage.mjSTAGE_NONE))
         return batch
 

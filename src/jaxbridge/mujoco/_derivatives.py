@@ -33,7 +33,6 @@ from typing import Any
 
 import numpy as np
 
-from . import _batched
 from ._engine import Engine
 from ._model import mujoco as _mujoco
 from ._state import FULLPHYSICS, flat
@@ -412,7 +411,7 @@ def _tangent_fd(
         x2 = flat(x)
         if warm is not None:
             warm = flat(np.broadcast_to(warm, (*x.shape[:-1], m.nv)))
-        if _batched.available():  # one batch call; NaN where MuJoCo warned
+        if engine.batched():  # one batch call; NaN where MuJoCo warned
             joined = engine.step_points(x2, flat(u), warm, nstep)[:, : L.nstate + m.nsensordata]
             return joined.reshape(*x.shape[:-1], -1)
         states, sensors, _ = engine.rollout(x2, flat(u)[:, None], nstep, warm)

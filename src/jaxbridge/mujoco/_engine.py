@@ -37,6 +37,11 @@ _max_reduce, _min_reduce = np.maximum.reduce, np.minimum.reduce  # both propagat
 MAXVAL = float(mj.mjMAXVAL)
 _MAXVAL2 = MAXVAL * MAXVAL  # a sum of squares at most this has no term beyond MAXVAL
 _AUTORESET = int(mj.mjtDisableBit.mjDSBL_AUTORESET)
+# Models with these enabled need one `MjData` per simulation (`mujoco.batch` refuses them
+# without `persistent=True`): they keep the `mujoco.rollout` paths.
+_ONE_DATA_EACH = sum(
+    int(getattr(mj.mjtEnableBit, name, 0)) for name in ("mjENBL_SLEEP", "mjENBL_IPC")
+)
 _CLAMPCTRL = int(mj.mjtDisableBit.mjDSBL_CLAMPCTRL)
 
 _CTRL = int(mj.mjtState.mjSTATE_CTRL)  # mujoco.rollout's control_spec: controls only
@@ -246,6 +251,12 @@ class Engine:
         """Whether a call of `B` elements of `N` physics steps runs on the thread pool."""
         return self.nthread > 1 and B > 1 and B * N * self.step_seconds >= self.POOL_MIN_WORK
 
+    def batched(self) -> bool:
+        """Whether batches run on `mujoco.batch`: MuJoCo 4.0 and later, and a model that may
+        share an `MjData` between simulations (not one with sleep or IPC enabled; read on
+        every call, as the model may change)."""
+        return _batched.available() and not self._opt.enableflags & _ONE_DATA_EACH
+
     # -- stepping ------------------------------------------------------------------------
 
     def rollout(
@@ -332,7 +343,7 @@ class Engine:
             return None
         w = self._take()
         try:
-            if B > 1 and _batched.available():
+            if B > 1 and self.batched():
                 return self._step_batched(w, state, ctrl, nstep, out)
             if nstep == 1:  # mujoco.rollout takes one control per physics step: views
                 full, trajectory = ctrl[:, None], out[:, None]
@@ -381,7 +392,7 @@ class Engine:
         self, state: np.ndarray, ctrl: np.ndarray, warmstart: np.ndarray | None, nstep: int
     ) -> np.ndarray:
         """`nstep` physics steps from each of `P` points, as rows of one `mujoco.batch` call
-        (MuJoCo 4.0 and later: check `_batched.available()` first); the differences' engine.
+        (check `batched()` first); the differences' engine.
 
         `state` `(P, nstate)`, `ctrl` `(P, nu)` (held), `warmstart` `(P, nv)` or None for
         zeros. Returns `(P, nstate + nsensordata + nv)`: the state, the sensors of the last
@@ -443,7 +454,7 @@ class Engine:
         w = self._take()
         try:
             B = state.shape[0]
-            if B > 1 and _batched.available():
+            if B > 1 and self.batched():
                 threads = self.nthread if self.uses_pool(B, N) else 1
                 warned = w.batch().rollout(state, full, warmstart, out_state, out_sensor, threads)
                 diverged = self._flags(warned, state, full)

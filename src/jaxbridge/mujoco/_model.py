@@ -25,6 +25,7 @@ class MjOption(Protocol):
     integrator: int
     solver: int
     disableflags: int
+    enableflags: int
 
 
 class MjModel(Protocol):
@@ -86,6 +87,7 @@ class _MuJoCo(Protocol):
     MjModel: type[MjModel]
     mjtState: _StateBits
     mjtDisableBit: _DisableBits
+    mjtEnableBit: Any  # read with getattr: its members differ between MuJoCo versions
     mjMAXVAL: float
 
     def MjData(self, model: MjModel) -> MjData: ...  # noqa: N802  (MuJoCo's name)

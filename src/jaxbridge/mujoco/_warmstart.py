@@ -22,7 +22,6 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 import numpy as np
 
-from . import _batched
 from ._derivatives import (
     EPS,
     REFINE,
@@ -75,7 +74,7 @@ def simulate(
     one C call on the worker's threads, and the rows hold the warm starts after. Before it,
     `simulate_per_point`.
     """
-    if not _batched.available():
+    if not engine.batched():
         return simulate_per_point(engine, state, ctrl, warmstart, nstep)
     return engine.step_points(state, ctrl, warmstart, nstep)
 
