@@ -518,3 +518,42 @@ def test_a_model_with_sleep_keeps_the_rollout_paths(steps_on):
     model.opt.enableflags &= ~int(mujoco.mjtEnableBit.mjENBL_SLEEP)
     assert engine.batched() == (steps_on == "batch")
     engine.rollout(S, U, 1)
+
+
+MOCAP = """
+<mujoco>
+  <worldbody>
+    <body name="target" mocap="true" pos="0 0 1"><geom size=".05" contype="0" conaffinity="0"/></body>
+    <body name="ball" pos="0 0 1"><freejoint/><geom size=".1"/></body>
+    <body name="other" pos="1 0 1"><freejoint/><geom size=".1"/></body>
+  </worldbody>
+  <equality>
+    <weld body1="target" body2="ball"/>
+    <connect body1="other" anchor="1 0 1" active="false"/>
+  </equality>
+</mujoco>
+"""
+
+
+@pytest.mark.parametrize("pool", [False, True])
+def test_mocap_poses_and_active_equalities_follow_the_model(pool):
+    # mujoco.rollout sets every element's mocap poses (from body_pos, body_quat) and active
+    # equalities (eq_active0) from the model on every call: an edit of those is seen.
+    model = mujoco.MjModel.from_xml_string(MOCAP)
+    engine = Engine(model, nthread=2)
+    engine.POOL_MIN_WORK = 0.0 if pool else float("inf")
+    S = random_states(model, 3, qvel=0.1, qpos=0.0)
+    U = np.zeros((3, 4, model.nu))
+    for edit in (None, "moved", "activated"):
+        if edit == "moved":
+            model.body_pos[model.body("target").id] = [0.3, 0.0, 1.2]
+            model.body_quat[model.body("target").id] = [0.0, 1.0, 0.0, 0.0]
+        if edit == "activated":
+            model.eq_active0[1] = 1
+        states, _, diverged = engine.rollout(S, U, 1)
+        next_state, _ = engine.step(S, np.zeros((3, model.nu)), 1)
+        assert not diverged.any()
+        for i in range(3):
+            ref = raw_rollout(model, S[i], U[i], 1)[0]
+            np.testing.assert_array_equal(states[i], ref)
+            np.testing.assert_array_equal(next_state[i], ref[0])

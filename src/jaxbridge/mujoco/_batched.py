@@ -76,12 +76,14 @@ class BatchSteps:
 
     Every point starts as `mujoco.rollout` starts an element: MuJoCo's reset state (inputs
     other than the controls at their defaults) with the point's `mjSTATE_FULLPHYSICS` state,
-    controls and warm start. Those inputs are set once, by the batch's reset, and stepping
-    never writes them.
+    controls and warm start. Those inputs are set by the batch's reset, and stepping never
+    writes them; the ones `mujoco.rollout` sets from the model on every call (mocap poses
+    from `body_pos` and `body_quat`, `eq_active0`) are written on every call too, in a model
+    that has any, so that an edit of the model is seen.
     """
 
     def __init__(self, model: MjModel, nthread: int):
-        self.model = model
+        self.model: Any = model  # read for fields the `MjModel` protocol does not list
         self.nthread = max(1, nthread)
         self.nsensordata = int(model.nsensordata)
         self.full = _columns(model, FULLPHYSICS)
@@ -91,6 +93,24 @@ class BatchSteps:
         self._nsim = 0
         self._ids = np.arange(0, dtype=np.int32)
         self._exact: dict[tuple[int, int], tuple[Any, np.ndarray, np.ndarray]] = {}
+        mocapid = np.asarray(self.model.body_mocapid)
+        bodies = np.flatnonzero(mocapid >= 0)
+        self._mocap = bodies[np.argsort(mocapid[bodies])]  # the mocap bodies, by mocap id
+        self._neq = int(self.model.neq)
+        if self._mocap.size:
+            self.mocap_pos = _columns(model, int(mujoco.mjtState.mjSTATE_MOCAP_POS))
+            self.mocap_quat = _columns(model, int(mujoco.mjtState.mjSTATE_MOCAP_QUAT))
+        if self._neq:
+            self.eq_active = _columns(model, int(mujoco.mjtState.mjSTATE_EQ_ACTIVE))
+
+    def _inputs(self, rows: np.ndarray) -> None:
+        """Writes the inputs `mujoco.rollout` takes from the model on every call into `rows`."""
+        m = self.model
+        if self._mocap.size:
+            rows[:, self.mocap_pos] = np.asarray(m.body_pos)[self._mocap].ravel()
+            rows[:, self.mocap_quat] = np.asarray(m.body_quat)[self._mocap].ravel()
+        if self._neq:
+            rows[:, self.eq_active] = np.asarray(m.eq_active0)
 
     def _make(self, nsim: int, threads: int) -> Any:
         from mujoco import batch as mj_batch
@@ -129,6 +149,8 @@ class BatchSteps:
         P = state.shape[0]
         batch = self._grow(P)
         rows = batch.state[:P]
+        if self._mocap.size or self._neq:
+            self._inputs(rows)
         rows[:, self.full] = state
         rows[:, self.warm] = warmstart
         rows[:, self.ctrl] = ctrl
@@ -159,6 +181,8 @@ class BatchSteps:
         warned on, or None where it warned on none (the common case, told by one reduction).
         """
         batch, rows, counters = self._exact_batch(state.shape[0], threads)
+        if self._mocap.size or self._neq:
+            self._inputs(rows)
         rows[:, self.full] = state
         rows[:, self.warm] = 0.0
         rows[:, self.ctrl] = ctrl
@@ -186,6 +210,8 @@ class BatchSteps:
         or None where it warned on none.
         """
         batch, rows, counters = self._exact_batch(state.shape[0], threads)
+        if self._mocap.size or self._neq:
+            self._inputs(rows)
         rows[:, self.full] = state
         rows[:, self.warm] = 0.0 if warmstart is None else warmstart
         counters[...] = 0
