@@ -523,7 +523,9 @@ def test_a_model_with_sleep_keeps_the_rollout_paths(steps_on):
 MOCAP = """
 <mujoco>
   <worldbody>
-    <body name="target" mocap="true" pos="0 0 1"><geom size=".05" contype="0" conaffinity="0"/></body>
+    <body name="target" mocap="true" pos="0 0 1">
+      <geom size=".05" contype="0" conaffinity="0"/>
+    </body>
     <body name="ball" pos="0 0 1"><freejoint/><geom size=".1"/></body>
     <body name="other" pos="1 0 1"><freejoint/><geom size=".1"/></body>
   </worldbody>
