@@ -363,7 +363,7 @@ class Engine:
         """`step_into` on `mujoco.batch` (MuJoCo 4.0 and later), on its thread pool where the
         work pays for it (`uses_pool`; `Batch`'s pool costs less per call than
         `mujoco.rollout`'s), else on the calling thread. The common case, nothing wrong,
-        takes seven NumPy calls besides MuJoCo's; the flags are `_flags`'."""
+        takes eight NumPy calls besides MuJoCo's; the flags are `_flags`'."""
         threads = self.nthread if self.uses_pool(state.shape[0], nstep) else 1
         warned = w.batch().step_into(state, ctrl, nstep, out, threads)
         return self._flags(warned, state, ctrl)
