@@ -517,7 +517,9 @@ def test_a_model_with_sleep_keeps_the_rollout_paths(steps_on):
     np.testing.assert_array_equal(next_state, states[:, 0])
     model.opt.enableflags &= ~int(mujoco.mjtEnableBit.mjENBL_SLEEP)
     assert engine.batched() == (steps_on == "batch")
-    engine.rollout(S, U, 1)
+    states = engine.rollout(S, U, 1)[0]
+    for i in range(4):  # without sleep, every path is raw MuJoCo's
+        np.testing.assert_array_equal(states[i], raw_rollout(model, S[i], U[i], 1)[0])
 
 
 MOCAP = """

@@ -102,6 +102,7 @@ class BatchSteps:
             self.mocap_quat = _columns(model, int(mujoco.mjtState.mjSTATE_MOCAP_QUAT))
         if self._neq:
             self.eq_active = _columns(model, int(mujoco.mjtState.mjSTATE_EQ_ACTIVE))
+        self._has_inputs = bool(self._mocap.size or self._neq)
 
     def _inputs(self, rows: np.ndarray) -> None:
         """Writes the inputs `mujoco.rollout` takes from the model on every call into `rows`."""
@@ -149,7 +150,7 @@ class BatchSteps:
         P = state.shape[0]
         batch = self._grow(P)
         rows = batch.state[:P]
-        if self._mocap.size or self._neq:
+        if self._has_inputs:
             self._inputs(rows)
         rows[:, self.full] = state
         rows[:, self.warm] = warmstart
@@ -181,7 +182,7 @@ class BatchSteps:
         warned on, or None where it warned on none (the common case, told by one reduction).
         """
         batch, rows, counters = self._exact_batch(state.shape[0], threads)
-        if self._mocap.size or self._neq:
+        if self._has_inputs:
             self._inputs(rows)
         rows[:, self.full] = state
         rows[:, self.warm] = 0.0
@@ -210,7 +211,7 @@ class BatchSteps:
         or None where it warned on none.
         """
         batch, rows, counters = self._exact_batch(state.shape[0], threads)
-        if self._mocap.size or self._neq:
+        if self._has_inputs:
             self._inputs(rows)
         rows[:, self.full] = state
         rows[:, self.warm] = 0.0 if warmstart is None else warmstart

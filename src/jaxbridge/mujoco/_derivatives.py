@@ -414,8 +414,10 @@ def _tangent_fd(
         if engine.batched():  # one batch call; NaN where MuJoCo warned
             joined = engine.step_points(x2, flat(u), warm, nstep)[:, : L.nstate + m.nsensordata]
             return joined.reshape(*x.shape[:-1], -1)
-        states, sensors, _ = engine.rollout(x2, flat(u)[:, None], nstep, warm)
-        return np.concatenate([states[:, 0], sensors[:, 0]], axis=-1).reshape(*x.shape[:-1], -1)
+        states, sensors, diverged = engine.rollout(x2, flat(u)[:, None], nstep, warm)
+        joined = np.concatenate([states[:, 0], sensors[:, 0]], axis=-1)
+        joined[diverged] = np.nan  # as `step_points`: no difference taken around a reset
+        return joined.reshape(*x.shape[:-1], -1)
 
     def tangent(a: np.ndarray, b: np.ndarray) -> np.ndarray:  # b - a: tangent state, sensors
         return np.concatenate(

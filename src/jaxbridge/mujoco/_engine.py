@@ -568,7 +568,7 @@ class Engine:
             ambiguous &= ~diverged
             last = state.shape[0] - 1
             if not parallel and ambiguous[last]:  # the serial path's MjData ran this one last
-                diverged[last] = any_warning(w.first[0])  # (read before any replay reuses it)
+                diverged[last] = w.first_warned()  # (read before any replay reuses it)
                 ambiguous[last] = False
             todo = np.flatnonzero(ambiguous)
             if todo.size > 2 and N == 1 and not self._opt.disableflags & _AUTORESET:
@@ -608,7 +608,7 @@ class Engine:
         out = np.empty((1, 1, nstate))
         zero = np.zeros((1, 1, int(m.nu)))
         w.serial.rollout(w.one, w.first, 1, _CTRL, origin[None], None, zero, out, None)
-        if any_warning(d):
+        if w.first_warned():
             return todo
         todo = todo[(final[todo] == out[0, 0]).all(axis=1)]  # the others did not reset
         if todo.size == 0:
@@ -658,7 +658,7 @@ class Engine:
         w.serial.rollout(
             w.models(1), w.first, full.shape[0], _CTRL, state[None], warm, full[None], out, None
         )
-        return any_warning(w.first[0])
+        return w.first_warned()
 
     def reset(self, d: MjData, state: np.ndarray, ctrl: np.ndarray | None = None) -> None:
         """Puts `d` in exactly the condition `mujoco.rollout` starts an element from."""
@@ -720,7 +720,7 @@ class Engine:
             for i in range(B):
                 self.reset(d, state[i], ctrl[i])  # (clears the warning counters)
                 mj.mj_forward(m, d)
-                if any_warning(d):
+                if w.first_warned():
                     warned.append(i)
                 for name in plain:
                     out[name][i] = getattr(d, name)
