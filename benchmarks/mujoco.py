@@ -214,7 +214,7 @@ class TimedRollout:
 
 def timed_engine(sim: Simulator) -> list[TimedCall]:
     """Wraps the MuJoCo calls of `sim`'s engine workers (made by a first call) in timers:
-    `mujoco.rollout`'s, and the `Batch.step` of each batch `mujoco.batch` steps them on."""
+    `mujoco.rollout`'s, and the `Batch.step` C call of each batch `mujoco.batch` steps them on."""
     timers = []
     for w in sim._engine._free:
         w.serial = TimedRollout(w.serial)
@@ -223,9 +223,9 @@ def timed_engine(sim: Simulator) -> list[TimedCall]:
             w.pool = TimedRollout(w.pool)
             timers.append(w.pool.rollout)
         if w._batch is not None:
-            for batch, *_ in w._batch._exact.values():
-                batch.step = TimedCall(batch.step)
-                timers.append(batch.step)
+            for exact in w._batch._exact.values():
+                exact.step = TimedCall(exact.step)
+                timers.append(exact.step)
     return timers
 
 

@@ -173,20 +173,27 @@ class HostCall:
         else:
             self.check(self.invoke(ins, self.local_state()), outs)
 
-    def _fail(self, e: BaseException) -> BaseException:
+    def fail(self, e: BaseException) -> BaseException:
+        """The error a host call raises for `e`, raised in the host function (recorded, and
+        named after the function); a strategy's own `buffer_call` raises it too."""
         _errors.record(e)
         return _errors.HostError(_errors.format_host_exception(self.name, e))
 
     def buffer_trampoline(
         self, in_shapes: Sequence[tuple], out_shapes: Sequence[tuple], *, io: bool = False
     ) -> Callable[..., None]:
-        """The `buffer_callback` function of one lowering, whose buffer shapes are these.
+        """The `buffer_callback` function of one lowering, whose buffer shapes are these: the
+        batching strategy's own where it has one for them (`AbstractBatching.buffer_call`),
+        else the generic one.
 
         The batch follows from the shapes, so it is found here once, not on every call.
         """
         batch = self.batch_of(in_shapes, out_shapes)
         if io:
             return functools.partial(self._io_buffer_call, batch)
+        own = self.batching.buffer_call(self, in_shapes, out_shapes)
+        if own is not None:
+            return own
         return functools.partial(self._buffer_call, batch, len(out_shapes) == 1)
 
     def _buffer_call(self, batch: tuple, single: bool, ctx: Any, outs: Any, *ins: Any) -> None:
@@ -214,12 +221,12 @@ class HostCall:
                 arrays, [outs[0].__array__()] if single else [b.__array__() for b in outs], batch
             )
         except Exception as e:
-            raise self._fail(e) from e
+            raise self.fail(e) from e
         after = refcount(arrays[0]) if len(arrays) == 1 else sum(map(refcount, arrays))
         if after != before:
             kept = self._kept(arrays)
             if kept is not None:
-                raise self._fail(_errors.KeptArgumentError(self._kept_message(kept)))
+                raise self.fail(_errors.KeptArgumentError(self._kept_message(kept)))
 
     def _kept(self, arrays: list[np.ndarray]) -> int | None:
         """The first of `arrays` referenced by more than the list that holds it, or None."""
@@ -253,7 +260,7 @@ class HostCall:
         try:
             self.run(arrays, [b.__array__() for b in outs], batch)
         except Exception as e:
-            raise self._fail(e) from e
+            raise self.fail(e) from e
 
     def pure_trampoline(self, *ins: np.ndarray) -> list[np.ndarray]:
         arrays = [np.asarray(a) for a in ins]
@@ -264,7 +271,7 @@ class HostCall:
             outs = [np.empty(batch + a.shape, a.dtype) for a in self.spec.avals]
             self.run(arrays, outs)
         except Exception as e:
-            raise self._fail(e) from e
+            raise self.fail(e) from e
         return outs
 
 

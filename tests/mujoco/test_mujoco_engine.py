@@ -561,3 +561,67 @@ def test_mocap_poses_and_active_equalities_follow_the_model(pool):
             ref = raw_rollout(model, S[i], U[i], 1)[0]
             np.testing.assert_array_equal(states[i], ref)
             np.testing.assert_array_equal(next_state[i], ref[0])
+
+
+def test_sum_of_squares_is_exact_in_its_checks_at_any_size():
+    from jaxbridge.mujoco._state import _DOT_BLOCK, sum_of_squares
+
+    rng = np.random.default_rng(0)
+    for n in (0, 5, _DOT_BLOCK, _DOT_BLOCK + 1, 3 * _DOT_BLOCK + 17):
+        a = rng.standard_normal((n, 1))
+        assert sum_of_squares(a) == pytest.approx(float(np.sum(a * a)), rel=1e-12)
+        if n:
+            for bad in (np.nan, np.inf, -np.inf, 1e200):  # the last overflows to Inf
+                b = a.copy()
+                b[-1] = bad
+                assert not np.isfinite(sum_of_squares(b))
+    strided = rng.standard_normal((40, 30))[:, ::3]  # not contiguous: a copy, the same sum
+    assert sum_of_squares(strided) == pytest.approx(float(np.sum(strided**2)), rel=1e-12)
+
+
+@pytest.mark.parametrize("views", [True, False])
+def test_non_finite_inputs_mujoco_does_not_warn_on_are_flagged(tmp_path, monkeypatch, views):
+    # A NaN time (MuJoCo only carries it on) and an infinite control that clamping makes 1
+    # (MuJoCo steps on without a warning): only the engine's own checks can tell, and a
+    # non-finite input is flagged. `views=False` writes a batch's rows the other way (for a
+    # model whose plugin state puts the state's columns apart).
+    monkeypatch.chdir(tmp_path)
+    if not views:
+        made = _batched._Exact.__init__
+
+        def apart(self, *args):
+            made(self, *args)
+            self.full = self.head = self.zeros = None
+
+        monkeypatch.setattr(_batched._Exact, "__init__", apart)
+    model = mujoco.MjModel.from_xml_string(MOTORS.format(g=-9.81))
+    engine = Engine(model, nthread=2)
+    S = random_states(model, 4)
+    S[1, 0] = np.nan
+    U = np.zeros((4, model.nu))
+    U[2, 0] = np.inf  # the clamped motor
+    assert not any(raw_warns(model, S[i], U[i : i + 1]) for i in range(4))
+    for pool in (False, True):
+        engine.POOL_MIN_WORK = 0.0 if pool else float("inf")
+        next_state, diverged = engine.step(S, U, 1)
+        assert diverged.tolist() == [False, True, True, False]
+        ref = [raw_rollout(model, S[i], U[i : i + 1], 1)[0][0] for i in (0, 3)]
+        np.testing.assert_array_equal(next_state[[0, 3]], np.stack(ref))
+        assert engine.rollout(S, U[:, None], 1)[2].tolist() == [False, True, True, False]
+    # Called again on the same batch, from other states: each starts from a zero warm start
+    # (the rows hold the last call's), in contact, as raw MuJoCo from a fresh `MjData`.
+    hopper = gym("Hopper-v5")[0]
+    d = mujoco.MjData(hopper)
+    for _ in range(300):  # fallen, on the ground
+        mujoco.mj_step(hopper, d)
+    assert d.ncon
+    landed = np.empty(mujoco.mj_stateSize(hopper, mujoco.mjtState.mjSTATE_FULLPHYSICS))
+    mujoco.mj_getState(hopper, d, landed, mujoco.mjtState.mjSTATE_FULLPHYSICS)
+    engine = Engine(hopper, nthread=2)
+    for seed in (1, 2):
+        rng = np.random.default_rng(seed)
+        S = landed + np.concatenate([[0.0], 0.01 * rng.standard_normal(landed.size - 1)])
+        S = np.tile(S, (3, 1))
+        U = rng.uniform(-0.5, 0.5, (3, hopper.nu))
+        ref = [raw_rollout(hopper, S[i], U[i : i + 1], 2)[0][0] for i in range(3)]
+        np.testing.assert_array_equal(engine.step(S, U, 2)[0], np.stack(ref))

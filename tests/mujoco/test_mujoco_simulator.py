@@ -419,3 +419,65 @@ def test_a_model_without_actuators(x64):
     assert jax.jacfwd(sim.step)(S[0]).shape == (sim.nstate, sim.nstate)
     J = jax.jacrev(lambda s: sim.forward(s)["xpos"])(S[0])
     assert J.shape == (model.nbody, 3, sim.nstate) and np.isfinite(J).all()
+
+
+def test_the_closed_loops_own_callback_equals_the_generic_one(monkeypatch, x64):
+    """`step`'s own `buffer_callback` function (no `vmap`, a `vmap` of one, a batch) gives
+    what the generic host call gives, bit for bit: NaN for a diverged element, the others
+    unaffected, and an error raised as a host error naming the function."""
+    from jaxbridge.mujoco import _simulator
+
+    made = []
+    own = _simulator._StepBatching.buffer_call
+
+    def counting(self, call, in_shapes, out_shapes):
+        fn = own(self, call, in_shapes, out_shapes)
+        made.append(fn is not None)
+        return fn
+
+    sim = Simulator(arm(), frame_skip=2)
+    S = jnp.asarray(random_states(sim.model, 3, qvel=0.2)).at[1, 1].set(jnp.nan)
+    U = jnp.asarray(np.random.default_rng(4).uniform(-0.5, 0.5, (4, 3, sim.nu)))
+
+    def loops():
+        return (
+            jax.jit(lambda s, U: jax.lax.scan(lambda s, u: (sim.step(s, u), s), s, U))(
+                S[0], U[:, 0]
+            ),
+            jax.jit(lambda s, U: jax.lax.scan(lambda s, u: (jax.vmap(sim.step)(s, u), s), s, U))(
+                S[:1], U[:, :1]
+            ),
+            jax.jit(lambda s, U: jax.lax.scan(lambda s, u: (jax.vmap(sim.step)(s, u), s), s, U))(
+                S, U
+            ),
+            # broadcast controls: the generic call
+            jax.jit(jax.vmap(sim.step, in_axes=(0, None)))(S, U[0, 0]),
+        )
+
+    monkeypatch.setattr(_simulator._StepBatching, "buffer_call", counting)
+    fast = loops()
+    assert made == [True, True, True, False]
+    monkeypatch.setattr(_simulator._StepBatching, "buffer_call", lambda *a: None)
+    sim._step_hosts.clear()  # new host calls, lowered anew through the generic call
+    generic = loops()
+    for a, b in zip(jax.tree.leaves(fast), jax.tree.leaves(generic)):
+        np.testing.assert_array_equal(a, b)
+    final = fast[2][0]
+    assert jnp.isnan(final[1]).all() and jnp.isfinite(final[jnp.array([0, 2])]).all()
+    monkeypatch.setattr(_simulator._StepBatching, "buffer_call", own)
+    sim._step_hosts.clear()
+
+    def broken(*args):
+        raise RuntimeError("the engine broke")
+
+    monkeypatch.setattr(sim._engine, "step_into", broken)
+    monkeypatch.setattr(sim._engine, "step_one", broken)
+    for f, args in (
+        (jax.jit(jax.vmap(sim.step)), (S, U[0])),
+        (jax.jit(sim.step), (S[0], U[0, 0])),
+    ):
+        with pytest.raises(Exception) as info:  # XLA's error, carrying the host error's text
+            jax.block_until_ready(f(*args))
+        text = str(info.value)
+        assert "Simulator._host_step" in text and "raised RuntimeError: the engine broke" in text
+        assert 'raise RuntimeError("the engine broke")' in text  # the host traceback line

@@ -23,13 +23,15 @@ from typing import Any
 import numpy as np
 
 from ._model import MjModel, mj
-from ._state import FULLPHYSICS
+from ._state import FULLPHYSICS, sum_of_squares
 
 __all__ = ["BatchSteps", "available"]
 
 mujoco: Any = mj
 _WARMSTART = int(mujoco.mjtState.mjSTATE_WARMSTART)
 _CTRL = int(mujoco.mjtState.mjSTATE_CTRL)
+_NO_STAGE = int(mujoco.mjtStage.mjSTAGE_NONE)
+_MAXVAL2 = float(mujoco.mjMAXVAL) ** 2  # a sum of squares at most this has no term beyond it
 
 
 #: Whether jaxbridge steps on `mujoco.batch` where MuJoCo has it. Tests turn it off to check
@@ -51,7 +53,10 @@ def available() -> bool:
     return ENABLED and _importable()
 
 
-def _columns(model: MjModel, spec: int) -> slice | np.ndarray:
+Columns = slice | np.ndarray  # a component's columns in a row
+
+
+def _columns(model: MjModel, spec: int) -> Columns:
     """The columns of `spec`'s components in an `mjSTATE_INTEGRATION` row, in `mj_getState`'s
     order (the components' bit order): a slice when they are contiguous."""
     integration = int(mujoco.mjtState.mjSTATE_INTEGRATION)
@@ -69,6 +74,46 @@ def _columns(model: MjModel, spec: int) -> slice | np.ndarray:
     if cols == list(range(cols[0], cols[-1] + 1)):
         return slice(cols[0], cols[-1] + 1)
     return np.asarray(cols)
+
+
+class _Exact:
+    """A batch of exactly the simulations of a call, and what its calls read of it."""
+
+    __slots__ = ("batch", "rows", "full", "head", "zeros", "warning", "clear", "step")
+
+    def __init__(self, batch: Any, full: Columns, warm: Columns, ctrl: Columns):
+        self.batch = batch
+        self.rows: np.ndarray = batch.state  # (nsim, nstate of mjSTATE_INTEGRATION)
+        # A row starts with the state, the warm start and the controls, in this order, unless
+        # the model has a plugin (whose state is part of mjSTATE_FULLPHYSICS but comes last):
+        # then one `np.concatenate` into a view of the rows, made once, writes all three (one
+        # NumPy call where indexing would take three, each a microsecond or more). None where
+        # the columns are not so.
+        self.full: np.ndarray | None = None
+        self.head: np.ndarray | None = None
+        self.zeros: np.ndarray | None = None
+        if isinstance(full, slice) and isinstance(warm, slice) and isinstance(ctrl, slice):
+            self.full = self.rows[:, full]
+            if full.start == 0 and full.stop == warm.start and warm.stop == ctrl.start:
+                self.head = self.rows[:, : ctrl.stop]
+                self.zeros = np.zeros((self.rows.shape[0], warm.stop - warm.start))
+        # (nsim, mjNWARNING, 2) int32: each warning's last info and count. Cleared before a
+        # call, so that any byte other than zero after it is a warning.
+        self.warning: np.ndarray = batch.warning
+        self.clear = bytes(self.warning.nbytes)
+        # `Batch.step`'s C call, without its Python layer's argument handling (a microsecond
+        # per call); `Batch._check` still reports its failures. Older or newer layouts of the
+        # class fall back to the public method, whose failures raise by themselves.
+        native = getattr(batch, "_b", None)
+        self.step: Any = native.step if native is not None else _public_step(batch)
+
+
+def _public_step(batch: Any) -> Any:
+    def step(ids: Any, nstep: int, stage: int) -> int:
+        batch.step(ids, nstep, stage)
+        return 0
+
+    return step
 
 
 class BatchSteps:
@@ -92,7 +137,7 @@ class BatchSteps:
         self._batch: Any = None
         self._nsim = 0
         self._ids = np.arange(0, dtype=np.int32)
-        self._exact: dict[tuple[int, int], tuple[Any, np.ndarray, np.ndarray]] = {}
+        self._exact: dict[tuple[int, int], _Exact] = {}
         mocapid = np.asarray(self.model.body_mocapid)
         bodies = np.flatnonzero(mocapid >= 0)
         self._mocap = bodies[np.argsort(mocapid[bodies])]  # the mocap bodies, by mocap id
@@ -162,37 +207,56 @@ class BatchSteps:
         warned = counters[..., 1].any(axis=-1)
         return rows[:, self.full], sensors, rows[:, self.warm], warned
 
-    def _exact_batch(self, B: int, threads: int) -> tuple[Any, np.ndarray, np.ndarray]:
-        """A batch of exactly `B` simulations on `threads` threads, its rows and its warning
-        counters, made on first use and kept (a few at a time)."""
+    def _exact_batch(self, B: int, threads: int) -> _Exact:
+        """A batch of exactly `B` simulations on `threads` threads, made on first use and kept
+        (a few at a time)."""
         entry = self._exact.get((B, threads))
         if entry is None:
             if len(self._exact) >= 4:  # a few batch sizes are in use at a time
                 self._exact.clear()
             batch = self._make(B, threads)
-            entry = self._exact[B, threads] = (batch, batch.state, batch.warning[..., 1])
+            entry = self._exact[B, threads] = _Exact(batch, self.full, self.warm, self.ctrl)
         return entry
 
     def step_into(
         self, state: np.ndarray, ctrl: np.ndarray, nstep: int, out: np.ndarray, threads: int
-    ) -> np.ndarray | None:
+    ) -> tuple[np.ndarray | None, bool]:
         """`nstep` physics steps from `(B, nstate)` states with `(B, nu)` controls, each from
         a zero warm start (a fresh `MjData`'s, as `mujoco.rollout` starts an element), into
-        `out` `(B, nstate)`, on `threads` threads: the `(B,)` flags of the simulations MuJoCo
-        warned on, or None where it warned on none (the common case, told by one reduction).
+        `out` `(B, nstate)`, on `threads` threads.
+
+        The closed loop's hot path: five NumPy calls besides MuJoCo's, each a copy or one
+        pass over a small array (every Python-level operation here costs a microsecond or
+        more, and more again on a cache that MuJoCo's step has just filled).
+
+        Returns:
+            `(warned, plain)`: the `(B,)` flags of the simulations MuJoCo warned on, or None
+            where it warned on none (the common case, told by one comparison of bytes); and
+            whether the rows' Euclidean norm was at most `MAXVAL` before the steps (one sum of
+            squares, NaN or Inf in any entry failing it). True rules out a non-finite state and
+            a control beyond MuJoCo's limit; where it is false the caller checks the inputs
+            exactly (`Engine._flags`).
         """
-        batch, rows, counters = self._exact_batch(state.shape[0], threads)
+        e = self._exact_batch(state.shape[0], threads)
+        rows = e.rows
         if self._has_inputs:
             self._inputs(rows)
-        rows[:, self.full] = state
-        rows[:, self.warm] = 0.0
-        rows[:, self.ctrl] = ctrl
-        counters[...] = 0
-        batch.step(None, nstep)
-        out[...] = rows[:, self.full]
-        if not counters.any():
-            return None
-        return np.asarray(counters.any(axis=-1))
+        full, head, zeros = e.full, e.head, e.zeros
+        if head is not None and zeros is not None:
+            np.concatenate((state, zeros, ctrl), axis=1, out=head)
+        else:
+            rows[:, self.full] = state
+            rows[:, self.warm] = 0.0
+            rows[:, self.ctrl] = ctrl
+        plain = sum_of_squares(rows) <= _MAXVAL2  # False for NaN, Inf or overflow too
+        e.warning.fill(0)
+        nfail = e.step(None, nstep, _NO_STAGE)
+        if nfail:
+            e.batch._check(None, nfail)  # raises MuJoCo's error, naming the simulations
+        np.copyto(out, rows[:, self.full] if full is None else full)
+        if e.warning.tobytes() == e.clear:
+            return None, plain
+        return np.asarray(e.warning[..., 1].any(axis=-1)), plain
 
     def rollout(
         self,
@@ -210,16 +274,17 @@ class BatchSteps:
         last, as in `mujoco.rollout`. Returns the flags of the simulations MuJoCo warned on,
         or None where it warned on none.
         """
-        batch, rows, counters = self._exact_batch(state.shape[0], threads)
+        e = self._exact_batch(state.shape[0], threads)
+        rows = e.rows
         if self._has_inputs:
             self._inputs(rows)
         rows[:, self.full] = state
         rows[:, self.warm] = 0.0 if warmstart is None else warmstart
-        counters[...] = 0
+        e.warning.fill(0)
         record: dict[Any, np.ndarray] = {FULLPHYSICS: out_state}
         if out_sensor is not None and self.nsensordata:
             record["sensordata"] = out_sensor
-        batch.rollout(ctrl.shape[1], ctrl, _CTRL, tuple(record), None, record)
-        if not counters.any():
+        e.batch.rollout(ctrl.shape[1], ctrl, _CTRL, tuple(record), None, record)
+        if e.warning.tobytes() == e.clear:
             return None
-        return np.asarray(counters.any(axis=-1))
+        return np.asarray(e.warning[..., 1].any(axis=-1))

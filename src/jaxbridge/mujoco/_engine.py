@@ -18,7 +18,7 @@ import numpy as np
 from . import _batched
 from ._batched import BatchSteps
 from ._model import MjData, MjModel, mj
-from ._state import FULLPHYSICS, Layout
+from ._state import FULLPHYSICS, Layout, sum_of_squares
 
 __all__ = ["Engine", "DEFAULT_OUTPUTS"]
 
@@ -363,9 +363,12 @@ class Engine:
         """`step_into` on `mujoco.batch` (MuJoCo 4.0 and later), on its thread pool where the
         work pays for it (`uses_pool`; `Batch`'s pool costs less per call than
         `mujoco.rollout`'s), else on the calling thread. The common case, nothing wrong,
-        takes eight NumPy calls besides MuJoCo's; the flags are `_flags`'."""
+        takes five NumPy calls besides MuJoCo's (`BatchSteps.step_into`); otherwise the
+        flags are `_flags`'."""
         threads = self.nthread if self.uses_pool(state.shape[0], nstep) else 1
-        warned = w.batch().step_into(state, ctrl, nstep, out, threads)
+        warned, plain = w.batch().step_into(state, ctrl, nstep, out, threads)
+        if warned is None and plain:
+            return None
         return self._flags(warned, state, ctrl)
 
     def _flags(
@@ -377,8 +380,8 @@ class Engine:
         warning in the last physics step, which `mujoco.rollout`'s path cannot see, counts
         too), where the state held a non-finite number, or where a control is one MuJoCo
         rejects (`_bad_ctrl`; `ctrl` `(B, ...)`)."""
-        finite = math.isfinite(np.vdot(state, state))
-        if warned is None and finite and np.vdot(ctrl, ctrl) <= _MAXVAL2:
+        finite = math.isfinite(sum_of_squares(state))
+        if warned is None and finite and sum_of_squares(ctrl) <= _MAXVAL2:
             return None
         diverged = np.zeros(state.shape[0], bool) if warned is None else warned
         if not finite:
@@ -547,10 +550,10 @@ class Engine:
         dt = self._opt.timestep
         t_out = out_state[:, -1, 0]
         wrong = t_out != _time_after(state[:, 0], dt, N)  # NaN compares unequal too
-        finite = math.isfinite(np.vdot(state, state))
+        finite = math.isfinite(sum_of_squares(state))
         if (
             finite
-            and np.vdot(ctrl, ctrl) <= _MAXVAL2
+            and sum_of_squares(ctrl) <= _MAXVAL2
             and _min_reduce(t_out) > dt
             and not wrong.any()
         ):

@@ -133,6 +133,71 @@ class _StepBatching(AbstractBatching):
         if diverged is not None:
             out[diverged] = np.nan
 
+    def buffer_call(
+        self, call: HostCall, in_shapes: Sequence[tuple], out_shapes: Sequence[tuple]
+    ) -> Callable[..., None] | None:
+        """The closed loop's own `buffer_callback` function, for a `step` of float64 states
+        and controls under at most one `vmap` of both (one call per `lax.scan` step).
+
+        `HostCall`'s generic call makes its inputs read-only and checks that no reference to
+        them outlives it, guards for a user's code that cost microseconds per call; the
+        engine's own code here copies its inputs into MuJoCo and keeps nothing. What runs is
+        `run`'s: MuJoCo writes into XLA's output buffer, a diverged element comes back NaN,
+        and an error is raised as `HostCall` raises it.
+        """
+        if call.fn is not self.step or len(in_shapes) != 2 or len(out_shapes) != 1:
+            return None
+        if any(np.dtype(a.dtype) != np.float64 for a in (*call.in_avals, *call.spec.avals)):
+            return None
+        (s_shape, u_shape), (o_shape,) = in_shapes, out_shapes
+        engine, nstep, fail = self.engine, self.nstep, call.fail
+        n, nu = self.nstate, u_shape[-1]
+        if len(s_shape) == 1 and len(u_shape) == 1:  # `lax.scan` of `sim.step`, no `vmap`
+            step_one = engine.step_one
+
+            def one(ctx: Any, outs: Any, state: Any, ctrl: Any) -> None:
+                del ctx
+                try:
+                    # XLA's buffers are dense: these reshapes are views.
+                    out = outs[0].__array__().reshape(1, n)
+                    s, u = state.__array__().reshape(1, n), ctrl.__array__().reshape(1, nu)
+                    if step_one(s, u, out, nstep):
+                        out[...] = np.nan
+                except Exception as e:
+                    raise fail(e) from e
+
+            return one
+        B = s_shape[0]
+        if not (len(s_shape) == len(u_shape) == 2 and u_shape[0] == B >= 1):
+            return None  # broadcast controls, nested batches: `run` flattens them
+        assert tuple(o_shape) == tuple(s_shape)
+        if B == 1:
+            step_one = engine.step_one
+
+            def batch_of_one(ctx: Any, outs: Any, state: Any, ctrl: Any) -> None:
+                del ctx
+                try:
+                    out = outs[0].__array__()
+                    if step_one(state.__array__(), ctrl.__array__(), out, nstep):
+                        out[...] = np.nan
+                except Exception as e:
+                    raise fail(e) from e
+
+            return batch_of_one
+        step_into = engine.step_into
+
+        def batch(ctx: Any, outs: Any, state: Any, ctrl: Any) -> None:
+            del ctx
+            try:
+                out = outs[0].__array__()
+                diverged = step_into(state.__array__(), ctrl.__array__(), nstep, out)
+                if diverged is not None:
+                    out[diverged] = np.nan
+            except Exception as e:
+                raise fail(e) from e
+
+        return batch
+
 
 class Simulator:
     """A MuJoCo model as JAX functions: `step`, `rollout` and `forward` of a flat state.

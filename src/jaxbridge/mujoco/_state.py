@@ -25,9 +25,27 @@ if TYPE_CHECKING:  # jaxtyping is a test-time dependency only
     States = Float[Array, "*batch nstate"]
     StatesLike = Float[ArrayLike, "*batch nstate"]
 
-__all__ = ["FULLPHYSICS", "Layout", "StateParts", "flat"]
+__all__ = ["FULLPHYSICS", "Layout", "StateParts", "flat", "sum_of_squares"]
 
 FULLPHYSICS = int(mj.mjtState.mjSTATE_FULLPHYSICS)
+
+#: The most numbers one `np.vdot` is given: OpenBLAS runs a dot product of more than 10,000
+#: on its threads, which on a busy machine costs milliseconds where one thread takes a few
+#: microseconds (measured: 8 ms against 4 µs for 12,480 numbers, two cores, both loaded).
+_DOT_BLOCK = 8192
+
+
+def sum_of_squares(a: np.ndarray) -> float:
+    """The sum of the squares of `a`'s entries, on the calling thread: finite only if every
+    entry is (NaN and Inf propagate; an overflow gives Inf too). One BLAS call for an array of
+    at most `_DOT_BLOCK` entries, the common case of the engine's checks."""
+    v = a.reshape(-1)  # a view of a C-contiguous array
+    n = v.size
+    if n <= _DOT_BLOCK:
+        return float(np.vdot(v, v))
+    return math.fsum(
+        float(np.vdot(c, c)) for c in (v[i : i + _DOT_BLOCK] for i in range(0, n, _DOT_BLOCK))
+    )
 
 
 def flat(a: np.ndarray, core: int = 1) -> np.ndarray:
