@@ -84,11 +84,11 @@ class _Exact:
     def __init__(self, batch: Any, full: Columns, warm: Columns, ctrl: Columns):
         self.batch = batch
         self.rows: np.ndarray = batch.state  # (nsim, nstate of mjSTATE_INTEGRATION)
-        # A row starts with the state, the warm start and the controls, in this order, unless
-        # the model has a plugin (whose state is part of mjSTATE_FULLPHYSICS but comes last):
-        # then one `np.concatenate` into a view of the rows, made once, writes all three (one
-        # NumPy call where indexing would take three, each a microsecond or more). None where
-        # the columns are not so.
+        # A row starts with the state, the warm start and the controls, in this order (unless
+        # the model has a plugin, whose state is part of mjSTATE_FULLPHYSICS but comes after
+        # them): one `np.concatenate` into a view of the rows, made once, writes all three,
+        # one NumPy call where indexing would take three (each a microsecond or more). None
+        # where the columns are not so, and the rows are indexed instead.
         self.full: np.ndarray | None = None
         self.head: np.ndarray | None = None
         self.zeros: np.ndarray | None = None

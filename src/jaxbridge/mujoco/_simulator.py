@@ -67,8 +67,9 @@ class Trajectory(NamedTuple):
             it, and repeated the state it stopped at for the remaining steps; or the input held
             NaN or Inf, or a control MuJoCo replaces by zero (beyond 1e10 after clamping). The
             other elements of the batch are unaffected. A warning that does not reset (a full
-            buffer) in the rollout's last physics step is not flagged, except in some rollouts
-            from time 0 (see "Divergence and bad input" in docs/mujoco.md).
+            buffer) is flagged in any physics step, except, with MuJoCo before 4.0, in the
+            last one of a batch on the thread pool (see "Divergence and bad input" in
+            docs/mujoco.md).
     """
 
     state: Array
