@@ -575,6 +575,10 @@ def test_sum_of_squares_is_exact_in_its_checks_at_any_size():
                 b = a.copy()
                 b[-1] = bad
                 assert not np.isfinite(sum_of_squares(b))
+    # Blocks whose sums are finite but overflow together: Inf, not an error.
+    huge = np.full(3 * _DOT_BLOCK, 1e152)
+    assert np.isfinite(np.vdot(huge[:_DOT_BLOCK], huge[:_DOT_BLOCK]))
+    assert sum_of_squares(huge) == np.inf
     strided = rng.standard_normal((40, 30))[:, ::3]  # not contiguous: a copy, the same sum
     assert sum_of_squares(strided) == pytest.approx(float(np.sum(strided**2)), rel=1e-12)
 

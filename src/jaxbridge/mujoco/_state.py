@@ -43,8 +43,10 @@ def sum_of_squares(a: np.ndarray) -> float:
     n = v.size
     if n <= _DOT_BLOCK:
         return float(np.vdot(v, v))
-    return math.fsum(
-        float(np.vdot(c, c)) for c in (v[i : i + _DOT_BLOCK] for i in range(0, n, _DOT_BLOCK))
+    # The built-in sum: its overflow gives Inf, where `math.fsum` would raise.
+    return sum(
+        (float(np.vdot(c, c)) for c in (v[i : i + _DOT_BLOCK] for i in range(0, n, _DOT_BLOCK))),
+        0.0,
     )
 
 
