@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ._model import MjModel, mj
-from ._state import FULLPHYSICS, sum_of_squares
+from ._state import FULLPHYSICS, MAXVAL2, sum_of_squares
 
 __all__ = ["BatchSteps", "available"]
 
@@ -31,7 +31,6 @@ mujoco: Any = mj
 _WARMSTART = int(mujoco.mjtState.mjSTATE_WARMSTART)
 _CTRL = int(mujoco.mjtState.mjSTATE_CTRL)
 _NO_STAGE = int(mujoco.mjtStage.mjSTAGE_NONE)
-_MAXVAL2 = float(mujoco.mjMAXVAL) ** 2  # a sum of squares at most this has no term beyond it
 
 
 #: Whether jaxbridge steps on `mujoco.batch` where MuJoCo has it. Tests turn it off to check
@@ -248,7 +247,7 @@ class BatchSteps:
             rows[:, self.full] = state
             rows[:, self.warm] = 0.0
             rows[:, self.ctrl] = ctrl
-        plain = sum_of_squares(rows) <= _MAXVAL2  # False for NaN, Inf or overflow too
+        plain = sum_of_squares(rows) <= MAXVAL2  # False for NaN, Inf or overflow too
         e.warning.fill(0)
         nfail = e.step(None, nstep, _NO_STAGE)
         if nfail:

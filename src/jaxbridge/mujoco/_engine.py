@@ -18,7 +18,7 @@ import numpy as np
 from . import _batched
 from ._batched import BatchSteps
 from ._model import MjData, MjModel, mj
-from ._state import FULLPHYSICS, Layout, sum_of_squares
+from ._state import FULLPHYSICS, MAXVAL, MAXVAL2, Layout, sum_of_squares
 
 __all__ = ["Engine", "DEFAULT_OUTPUTS"]
 
@@ -34,8 +34,6 @@ _max_reduce, _min_reduce = np.maximum.reduce, np.minimum.reduce  # both propagat
 
 #: MuJoCo's bound on qpos, qvel, qacc and controls (`mju_isBad`): a control beyond it (after
 #: clamping to `ctrlrange`) is replaced by zero, with a warning that does not reset.
-MAXVAL = float(mj.mjMAXVAL)
-_MAXVAL2 = MAXVAL * MAXVAL  # a sum of squares at most this has no term beyond MAXVAL
 _AUTORESET = int(mj.mjtDisableBit.mjDSBL_AUTORESET)
 # Models with these enabled need one `MjData` per simulation (`mujoco.batch` refuses them
 # without `persistent=True`): they keep the `mujoco.rollout` paths.
@@ -188,6 +186,8 @@ class Engine:
 
     #: Estimated seconds of physics per call below which the serial path is used.
     POOL_MIN_WORK = 200e-6
+    #: Physics steps of the rollout that measures a step's cost.
+    _MEASURED_STEPS = 8
 
     def __init__(self, model: MjModel, nthread: int | None = None):
         if nthread is not None and (not isinstance(nthread, int) or nthread < 0):
@@ -235,8 +235,6 @@ class Engine:
                 w.serial.rollout(w.models(1), w.first, n, _CTRL, state, None, ctrl, out, None)
                 best = min(best, time.perf_counter() - t0)
         return best / n
-
-    _MEASURED_STEPS = 8
 
     @contextlib.contextmanager
     def worker(self) -> Iterator[_Worker]:
@@ -387,7 +385,7 @@ class Engine:
         too), where the state held a non-finite number, or where a control is one MuJoCo
         rejects (`_bad_ctrl`; `ctrl` `(B, ...)`)."""
         finite = math.isfinite(sum_of_squares(state))
-        if warned is None and finite and sum_of_squares(ctrl) <= _MAXVAL2:
+        if warned is None and finite and sum_of_squares(ctrl) <= MAXVAL2:
             return None
         diverged = np.zeros(state.shape[0], bool) if warned is None else warned
         if not finite:
@@ -559,7 +557,7 @@ class Engine:
         finite = math.isfinite(sum_of_squares(state))
         if (
             finite
-            and sum_of_squares(ctrl) <= _MAXVAL2
+            and sum_of_squares(ctrl) <= MAXVAL2
             and _min_reduce(t_out) > dt
             and not wrong.any()
         ):

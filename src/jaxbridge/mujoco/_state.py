@@ -25,9 +25,11 @@ if TYPE_CHECKING:  # jaxtyping is a test-time dependency only
     States = Float[Array, "*batch nstate"]
     StatesLike = Float[ArrayLike, "*batch nstate"]
 
-__all__ = ["FULLPHYSICS", "Layout", "StateParts", "flat", "sum_of_squares"]
+__all__ = ["FULLPHYSICS", "MAXVAL", "MAXVAL2", "Layout", "StateParts", "flat", "sum_of_squares"]
 
 FULLPHYSICS = int(mj.mjtState.mjSTATE_FULLPHYSICS)
+MAXVAL = float(mj.mjMAXVAL)  # beyond this MuJoCo calls a state or a control bad
+MAXVAL2 = MAXVAL * MAXVAL  # a sum of squares at most this has no term beyond MAXVAL
 
 #: The most numbers one `np.vdot` is given: OpenBLAS runs a dot product of more than 10,000
 #: on its threads, which on a busy machine costs milliseconds where one thread takes a few
