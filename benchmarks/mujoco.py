@@ -213,9 +213,14 @@ class TimedRollout:
 
 
 def timed_engine(sim: Simulator) -> list[TimedCall]:
-    """Wraps the MuJoCo calls of `sim`'s engine workers (made by a first call) in timers:
-    `mujoco.rollout`'s, and the `Batch.step` C call of each batch `mujoco.batch` steps them on."""
+    """Wraps the MuJoCo calls of `sim`'s engine (its workers and steppers, made by a first
+    call) in timers: `mujoco.rollout`'s, and the `Batch.step` C call of each batch `mujoco.batch`
+    steps them on."""
     timers = []
+    for _, exact in sim._engine._steppers.values():
+        if exact is not None:
+            exact.step = TimedCall(exact.step)
+            timers.append(exact.step)
     for w in sim._engine._free:
         w.serial = TimedRollout(w.serial)
         timers.append(w.serial.rollout)

@@ -1,6 +1,7 @@
 """The host side against raw MuJoCo: bit for bit in float64, divergence, threads, Jacobians."""
 
 import copy
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import mujoco
@@ -118,6 +119,51 @@ def test_threads_share_an_engine():
         results = list(pool.map(lambda _: engine.rollout(S, U, frame_skip)[0], range(4)))
     for r in results:
         np.testing.assert_array_equal(r, serial)
+
+
+def test_a_stepper_called_from_two_threads_at_once(steps_on):
+    # `stepper`'s function steps a batch of its own; a second call while one is under way (a
+    # jitted loop run from two threads) takes a worker's batch instead. Held here inside
+    # MuJoCo's call of the first, so the second surely overlaps it.
+    if steps_on != "batch":
+        pytest.skip("the rollout paths use a worker per call throughout")
+    inside, go_on = threading.Event(), threading.Event()
+    made, batches = _batched.Exact.__init__, []
+
+    def held(self, *args):
+        made(self, *args)
+        batches.append(self)
+        native = self.step
+
+        def step(*a):
+            if self is batches[0] and not go_on.is_set():  # the stepper's own, made first
+                inside.set()
+                go_on.wait(30)
+            return native(*a)
+
+        self.step = step
+
+    model, frame_skip = gym("Ant-v5")
+    S = random_states(model, 4)
+    U = np.random.default_rng(3).uniform(-1, 1, (2, 4, model.nu))
+    ref = [
+        np.stack([raw_rollout(model, S[i], U[k, i : i + 1], frame_skip)[0][0] for i in range(4)])
+        for k in range(2)
+    ]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_batched.Exact, "__init__", held)
+        engine = Engine(model, nthread=2)
+        step = engine.stepper(4, frame_skip)
+        first, second = np.empty_like(S), np.empty_like(S)
+        with ThreadPoolExecutor(1) as pool:
+            pending = pool.submit(step, S, U[0], first)
+            assert inside.wait(30)
+            assert step(S, U[1], second) is None  # while the first is inside MuJoCo
+            go_on.set()
+            assert pending.result() is None
+    assert len(batches) == 2  # the stepper's, and the worker's the second call took
+    np.testing.assert_array_equal(first, ref[0])
+    np.testing.assert_array_equal(second, ref[1])
 
 
 # -- the nq <-> nv mapping and the Jacobians -------------------------------------------------
@@ -351,6 +397,55 @@ def test_controls_mujoco_replaces_by_zero_are_flagged(tmp_path, monkeypatch, poo
     assert np.isnan(qacc["qacc"][[1, 3]]).all() and np.isfinite(qacc["qacc"][[0, 2]]).all()
 
 
+@pytest.mark.parametrize("B", [1, 4])
+@pytest.mark.parametrize("pool", [False, True])
+def test_a_calls_warnings_are_not_read_by_the_next(tmp_path, monkeypatch, steps_on, pool, B):
+    # The closed loop's function (`stepper`, made once, called on every step) on the same
+    # batch: a call MuJoCo warns on, then a clean one, which must come back clean and equal to
+    # raw MuJoCo. On `mujoco.batch` the counters are not cleared before a call but after one
+    # that leaves any, and after one that fails: a failure is made here once MuJoCo has set
+    # counters, on every batch the engine makes.
+    monkeypatch.chdir(tmp_path)
+    fail = []
+    made = _batched.Exact.__init__
+
+    def failing_once(self, *args):
+        made(self, *args)
+        native = self.step
+
+        def step(*a):
+            nfail = native(*a)
+            if fail and fail.pop():
+                self.warning[..., 1] = 1
+                raise RuntimeError("failed")
+            return nfail
+
+        self.step = step
+
+    monkeypatch.setattr(_batched.Exact, "__init__", failing_once)
+    model = mujoco.MjModel.from_xml_string(MOTORS.format(g=-9.81))
+    engine = Engine(model, nthread=2)
+    engine.POOL_MIN_WORK = 0.0 if pool else float("inf")
+    step = engine.stepper(B, 1)
+    S = random_states(model, B)
+    S[:, 0] = 1.0
+    bad, good = np.zeros((B, model.nu)), np.zeros((B, model.nu))
+    bad[B - 1, 1] = 1e11  # unclamped: MuJoCo zeroes the controls and warns
+    out = np.empty_like(S)
+    expect = np.arange(B) == B - 1
+    ref = np.stack([raw_rollout(model, S[i], good[i : i + 1], 1)[0][0] for i in range(B)])
+    for _ in range(2):
+        np.testing.assert_array_equal(step(S, bad, out), expect)
+        assert step(S, good, out) is None
+        np.testing.assert_array_equal(out, ref)
+    if steps_on == "batch":
+        fail.append(True)
+        with pytest.raises(RuntimeError, match="failed"):
+            step(S, good, out)
+        assert step(S, good, out) is None
+        np.testing.assert_array_equal(out, ref)
+
+
 @pytest.mark.parametrize("pool", [False, True])
 @pytest.mark.parametrize("gravity", [-9.81, -1e13])
 @pytest.mark.parametrize("integrator", ["Euler", "RK4", "implicitfast"])
@@ -564,10 +659,10 @@ def test_mocap_poses_and_active_equalities_follow_the_model(pool):
 
 
 def test_sum_of_squares_is_exact_in_its_checks_at_any_size():
-    from jaxbridge.mujoco._state import _DOT_BLOCK, sum_of_squares
+    from jaxbridge.mujoco._state import DOT_BLOCK, sum_of_squares
 
     rng = np.random.default_rng(0)
-    for n in (0, 5, _DOT_BLOCK, _DOT_BLOCK + 1, 3 * _DOT_BLOCK + 17):
+    for n in (0, 5, DOT_BLOCK, DOT_BLOCK + 1, 3 * DOT_BLOCK + 17):
         a = rng.standard_normal((n, 1))
         assert sum_of_squares(a) == pytest.approx(float(np.sum(a * a)), rel=1e-12)
         if n:
@@ -576,8 +671,8 @@ def test_sum_of_squares_is_exact_in_its_checks_at_any_size():
                 b[-1] = bad
                 assert not np.isfinite(sum_of_squares(b))
     # Blocks whose sums are finite but overflow together: Inf, not an error.
-    huge = np.full(3 * _DOT_BLOCK, 1e152)
-    assert np.isfinite(np.vdot(huge[:_DOT_BLOCK], huge[:_DOT_BLOCK]))
+    huge = np.full(3 * DOT_BLOCK, 1e152)
+    assert np.isfinite(np.vdot(huge[:DOT_BLOCK], huge[:DOT_BLOCK]))
     assert sum_of_squares(huge) == np.inf
     strided = rng.standard_normal((40, 30))[:, ::3]  # not contiguous: a copy, the same sum
     assert sum_of_squares(strided) == pytest.approx(float(np.sum(strided**2)), rel=1e-12)
@@ -591,13 +686,13 @@ def test_non_finite_inputs_mujoco_does_not_warn_on_are_flagged(tmp_path, monkeyp
     # model whose plugin state puts the state's columns apart).
     monkeypatch.chdir(tmp_path)
     if not views:
-        made = _batched._Exact.__init__
+        made = _batched.Exact.__init__
 
         def apart(self, *args):
             made(self, *args)
             self.full = self.head = self.zeros = None
 
-        monkeypatch.setattr(_batched._Exact, "__init__", apart)
+        monkeypatch.setattr(_batched.Exact, "__init__", apart)
     model = mujoco.MjModel.from_xml_string(MOTORS.format(g=-9.81))
     engine = Engine(model, nthread=2)
     S = random_states(model, 4)

@@ -25,12 +25,12 @@ import numpy as np
 from ._model import MjModel, mj
 from ._state import FULLPHYSICS, MAXVAL2, sum_of_squares
 
-__all__ = ["BatchSteps", "available"]
+__all__ = ["BatchSteps", "available", "read_warnings"]
 
 mujoco: Any = mj
 _WARMSTART = int(mujoco.mjtState.mjSTATE_WARMSTART)
 _CTRL = int(mujoco.mjtState.mjSTATE_CTRL)
-_NO_STAGE = int(mujoco.mjtStage.mjSTAGE_NONE)
+NO_STAGE = int(mujoco.mjtStage.mjSTAGE_NONE)
 
 
 #: Whether jaxbridge steps on `mujoco.batch` where MuJoCo has it. Tests turn it off to check
@@ -75,7 +75,7 @@ def _columns(model: MjModel, spec: int) -> Columns:
     return np.asarray(cols)
 
 
-class _Exact:
+class Exact:
     """A batch of exactly the simulations of a call, and what its calls read of it."""
 
     __slots__ = ("batch", "rows", "full", "head", "zeros", "warning", "clear", "step")
@@ -96,15 +96,28 @@ class _Exact:
             if full.start == 0 and full.stop == warm.start and warm.stop == ctrl.start:
                 self.head = self.rows[:, : ctrl.stop]
                 self.zeros = np.zeros((self.rows.shape[0], warm.stop - warm.start))
-        # (nsim, mjNWARNING, 2) int32: each warning's last info and count. Cleared before a
-        # call, so that any byte other than zero after it is a warning.
+        # (nsim, mjNWARNING, 2) int32: each warning's last info and count. Zero between calls
+        # (a call that leaves any warning clears them once it has read them, one that fails
+        # before reading them clears them too), so that any byte other than zero after a call
+        # is one of its warnings: no clearing pass before each call.
         self.warning: np.ndarray = batch.warning
+        self.warning.fill(0)
         self.clear = bytes(self.warning.nbytes)
         # `Batch.step`'s C call, without its Python layer's argument handling (a microsecond
         # per call); `Batch._check` still reports its failures. Older or newer layouts of the
         # class fall back to the public method, whose failures raise by themselves.
         native = getattr(batch, "_b", None)
         self.step: Any = native.step if native is not None else _public_step(batch)
+
+
+def read_warnings(e: Exact) -> np.ndarray | None:
+    """The `(nsim,)` flags of the simulations `e`'s last call warned on, or None where it warned
+    on none (one comparison of bytes); clears the counters it finds set."""
+    if e.warning.tobytes() == e.clear:
+        return None
+    warned = np.asarray(e.warning[..., 1].any(axis=-1))
+    e.warning.fill(0)
+    return warned
 
 
 def _public_step(batch: Any) -> Any:
@@ -136,7 +149,7 @@ class BatchSteps:
         self._batch: Any = None
         self._nsim = 0
         self._ids = np.arange(0, dtype=np.int32)
-        self._exact: dict[tuple[int, int], _Exact] = {}
+        self._exact: dict[tuple[int, int], Exact] = {}
         mocapid = np.asarray(self.model.body_mocapid)
         bodies = np.flatnonzero(mocapid >= 0)
         self._mocap = bodies[np.argsort(mocapid[bodies])]  # the mocap bodies, by mocap id
@@ -206,7 +219,7 @@ class BatchSteps:
         warned = counters[..., 1].any(axis=-1)
         return rows[:, self.full], sensors, rows[:, self.warm], warned
 
-    def _exact_batch(self, B: int, threads: int) -> _Exact:
+    def _exact_batch(self, B: int, threads: int) -> Exact:
         """A batch of exactly `B` simulations on `threads` threads, made on first use and kept
         (a few at a time)."""
         entry = self._exact.get((B, threads))
@@ -214,8 +227,13 @@ class BatchSteps:
             if len(self._exact) >= 4:  # a few batch sizes are in use at a time
                 self._exact.clear()
             batch = self._make(B, threads)
-            entry = self._exact[B, threads] = _Exact(batch, self.full, self.warm, self.ctrl)
+            entry = self._exact[B, threads] = Exact(batch, self.full, self.warm, self.ctrl)
         return entry
+
+    def dedicated(self, B: int, threads: int) -> Exact:
+        """A batch of exactly `B` simulations on `threads` threads, made now and not kept here:
+        for a caller that keeps it, and never uses it from two threads at once."""
+        return Exact(self._make(B, threads), self.full, self.warm, self.ctrl)
 
     def step_into(
         self, state: np.ndarray, ctrl: np.ndarray, nstep: int, out: np.ndarray, threads: int
@@ -248,14 +266,15 @@ class BatchSteps:
             rows[:, self.warm] = 0.0
             rows[:, self.ctrl] = ctrl
         plain = sum_of_squares(rows) <= MAXVAL2  # False for NaN, Inf or overflow too
-        e.warning.fill(0)
-        nfail = e.step(None, nstep, _NO_STAGE)
-        if nfail:
-            e.batch._check(None, nfail)  # raises MuJoCo's error, naming the simulations
-        np.copyto(out, rows[:, self.full] if full is None else full)
-        if e.warning.tobytes() == e.clear:
-            return None, plain
-        return np.asarray(e.warning[..., 1].any(axis=-1)), plain
+        try:
+            nfail = e.step(None, nstep, NO_STAGE)
+            if nfail:
+                e.batch._check(None, nfail)  # raises MuJoCo's error, naming the simulations
+            np.copyto(out, rows[:, self.full] if full is None else full)
+        except BaseException:
+            e.warning.fill(0)  # the next call must not read this one's warnings as its own
+            raise
+        return read_warnings(e), plain
 
     def rollout(
         self,
@@ -279,11 +298,12 @@ class BatchSteps:
             self._inputs(rows)
         rows[:, self.full] = state
         rows[:, self.warm] = 0.0 if warmstart is None else warmstart
-        e.warning.fill(0)
         record: dict[Any, np.ndarray] = {FULLPHYSICS: out_state}
         if out_sensor is not None and self.nsensordata:
             record["sensordata"] = out_sensor
-        e.batch.rollout(ctrl.shape[1], ctrl, _CTRL, tuple(record), None, record)
-        if e.warning.tobytes() == e.clear:
-            return None
-        return np.asarray(e.warning[..., 1].any(axis=-1))
+        try:
+            e.batch.rollout(ctrl.shape[1], ctrl, _CTRL, tuple(record), None, record)
+        except BaseException:
+            e.warning.fill(0)
+            raise
+        return read_warnings(e)

@@ -9,16 +9,17 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol, cast
 
 import numpy as np
 
 from . import _batched
-from ._batched import BatchSteps
+from ._batched import NO_STAGE, BatchSteps
 from ._model import MjData, MjModel, mj
-from ._state import FULLPHYSICS, MAXVAL, MAXVAL2, Layout, sum_of_squares
+from ._state import DOT_BLOCK, FULLPHYSICS, MAXVAL, MAXVAL2, Layout, sum_of_squares
 
 __all__ = ["Engine", "DEFAULT_OUTPUTS"]
 
@@ -43,6 +44,8 @@ _ONE_DATA_EACH = sum(
 _CLAMPCTRL = int(mj.mjtDisableBit.mjDSBL_CLAMPCTRL)
 
 _CTRL = int(mj.mjtState.mjSTATE_CTRL)  # mujoco.rollout's control_spec: controls only
+_ONE_DIVERGED = np.ones(1, bool)  # the flags of a one-element call that diverged
+_ONE_DIVERGED.flags.writeable = False
 _KEPT_BUFFER_BYTES = 1 << 20  # step buffers up to this size are kept by a worker for reuse
 
 
@@ -62,6 +65,10 @@ class _NativeRollout(Protocol):
         sensordata: np.ndarray | None,
         chunk_size: int | None = None,
     ) -> None: ...
+
+
+#: `Engine.stepper`'s functions: `(state, ctrl, out)` to the `(B,)` flags, or None.
+_StepInto = Callable[[np.ndarray, np.ndarray, np.ndarray], "np.ndarray | None"]
 
 
 def _float64(x: np.ndarray) -> np.ndarray:
@@ -219,6 +226,10 @@ class Engine:
             if not name.startswith("_") and isinstance(getattr(contact, name), np.ndarray)
         }
         self.step_seconds = self._measure_step() if self.nthread > 1 else 0.0
+        # `stepper`'s functions and their batches, by (B, nstep, threads, rank)
+        self._steppers: dict[tuple[int, int, int, int], tuple[_StepInto, _batched.Exact | None]]
+        self._steppers = {}
+        self._loop_steps: BatchSteps | None = None  # the steppers' batches' maker
 
     def _measure_step(self) -> float:
         """Seconds of one physics step from the initial state: the best of a few rollouts of
@@ -333,22 +344,125 @@ class Engine:
     def step_into(
         self, state: np.ndarray, ctrl: np.ndarray, nstep: int, out: np.ndarray
     ) -> np.ndarray | None:
-        """`step` into `out`, the hot path of `sim.step` under `vmap`: the `(B,)` flags, or
-        None where no element diverged (the common case, told in a few NumPy calls).
+        """`step` into `out`: the `(B,)` flags, or None where no element diverged (the common
+        case, told in a few NumPy calls). `stepper`'s function, made for this call.
 
         `state` `(B, nstate)` and `ctrl` `(B, nu)` must be float64 (C-contiguous, as XLA's
         buffers are, or MuJoCo's bindings copy them), `out` `(B, nstate)` C-contiguous
-        float64 (else MuJoCo would write into a copy). With `nstep == 1` MuJoCo writes into
-        `out` itself; otherwise the held controls and the trajectory live in buffers of the
-        worker's own.
+        float64 (else MuJoCo would write into a copy).
         """
-        B, n = state.shape
+        B = state.shape[0]
         if B == 0:
             return None
+        return self.stepper(B, nstep)(state, ctrl, out)
+
+    def stepper(self, B: int, nstep: int, rank: int = 2) -> _StepInto:
+        """`step_into` for `B >= 1` states and controls and `nstep` physics steps: a function
+        `(state, ctrl, out)` giving the `(B,)` flags, or None where no element diverged.
+        `rank=1` takes one element's `(nstate,)` state, `(nu,)` controls and `(nstate,)` out
+        (`B == 1`), as a `lax.scan` of `sim.step` without `vmap` passes them. The arrays must be
+        as `step_into`'s.
+
+        The closed loop's own call: `sim.step`'s buffer callback gets one when it is lowered
+        and calls it on every `lax.scan` step. The serial path or the pool is chosen here,
+        once; a few are kept, by shape and path, so `step_into` takes them too.
+        """
+        threads = self.nthread if self.uses_pool(B, nstep) else 1
+        key = (B, nstep, threads, rank)
+        made = self._steppers.get(key)
+        if made is None:
+            if len(self._steppers) >= 8:  # a few shapes are in use at a time
+                self._steppers.clear()
+            made = self._steppers[key] = self._make_stepper(B, nstep, threads, rank)
+        return made[0]
+
+    def _make_stepper(
+        self, B: int, nstep: int, threads: int, rank: int
+    ) -> tuple[_StepInto, _batched.Exact | None]:
+        """`stepper`'s function, and the batch it steps (None where it has none).
+
+        On `mujoco.batch` (where MuJoCo has it and the model allows it, read on every call:
+        enabling sleep later switches paths) it steps a batch of its own, in the fewest Python
+        operations this takes: after MuJoCo's step has filled the caches, each costs a
+        microsecond or more. Called from two threads at once, the second takes the general
+        path (a worker's batch, made on demand), as it does for a model whose rows cannot be
+        written in one copy (a plugin's state apart).
+        """
+        step_one, rollout_into, flags = self.step_one, self._rollout_into, self._flags
+        free, take, batched = self._free, self._take, self.batched
+
+        def general(state: np.ndarray, ctrl: np.ndarray, out: np.ndarray) -> np.ndarray | None:
+            if rank == 1:
+                state, ctrl, out = state.reshape(1, -1), ctrl.reshape(1, -1), out.reshape(1, -1)
+            if batched():
+                w = take()
+                try:
+                    warned, plain = w.batch().step_into(state, ctrl, nstep, out, threads)
+                finally:
+                    free.append(w)
+                return None if warned is None and plain else flags(warned, state, ctrl)
+            if B == 1:  # its checks cost less than the general path's for one element
+                return _ONE_DIVERGED if step_one(state, ctrl, out, nstep) else None
+            return rollout_into(state, ctrl, nstep, out)
+
+        if not batched():  # `mujoco.batch` refuses a model with sleep or IPC enabled: one
+            return general, None  # made so keeps the general path, which reads them each call
+        if self._loop_steps is None:
+            self._loop_steps = BatchSteps(self.model, self.nthread)
+        steps = self._loop_steps
+        e = steps.dedicated(B, threads)
+        if e.head is None or e.zeros is None or e.full is None:
+            return general, None
+        rows, batch, warning, clear = e.rows, e.batch, e.warning, e.clear
+        head, zeros, full = (
+            (e.head[0], e.zeros[0], e.full[0]) if rank == 1 else (e.head, e.zeros, e.full)
+        )
+        axis = rank - 1
+        flat = rows.reshape(-1)  # a view: the rows never move
+        one_dot = flat.size <= DOT_BLOCK  # else blocks: OpenBLAS threads a long dot product
+        inputs = steps._inputs if steps._has_inputs else None
+        opt, lock = self._opt, threading.Lock()
+        acquire, release = lock.acquire, lock.release
+        vdot, concatenate, copyto = np.vdot, np.concatenate, np.copyto
+
+        def run(state: np.ndarray, ctrl: np.ndarray, out: np.ndarray) -> np.ndarray | None:
+            if opt.enableflags & _ONE_DATA_EACH or not acquire(False):
+                return general(state, ctrl, out)  # sleep or IPC enabled, or a call under way
+            try:
+                if inputs is not None:
+                    inputs(rows)
+                concatenate((state, zeros, ctrl), axis=axis, out=head)
+                # Rules out a non-finite input and a control beyond MuJoCo's limit at once
+                # (False for NaN, Inf and overflow too); where it fails, `flags` checks exactly.
+                plain = (vdot(flat, flat) if one_dot else sum_of_squares(rows)) <= MAXVAL2
+                try:
+                    nfail = e.step(None, nstep, NO_STAGE)  # read here: benchmarks time it
+                    if nfail:
+                        batch._check(None, nfail)  # raises MuJoCo's error, naming the rows
+                    copyto(out, full)
+                except BaseException:
+                    warning.fill(0)  # no warning of this call may count as the next one's
+                    raise
+                if plain and warning.tobytes() == clear:
+                    return None
+                warned = _batched.read_warnings(e)  # and clears them
+            finally:
+                release()
+            if rank == 1:
+                state, ctrl = state.reshape(1, -1), ctrl.reshape(1, -1)
+            return flags(warned, state, ctrl)
+
+        return run, e
+
+    def _rollout_into(
+        self, state: np.ndarray, ctrl: np.ndarray, nstep: int, out: np.ndarray
+    ) -> np.ndarray | None:
+        """`step_into` as one `mujoco.rollout` call (MuJoCo before 4.0, or a model with sleep
+        or IPC enabled). With `nstep == 1` MuJoCo writes into `out` itself; otherwise the held
+        controls and the trajectory live in buffers of the worker's own."""
+        B, n = state.shape
         w = self._take()
         try:
-            if B > 1 and self.batched():
-                return self._step_batched(w, state, ctrl, nstep, out)
             if nstep == 1:  # mujoco.rollout takes one control per physics step: views
                 full, trajectory = ctrl[:, None], out[:, None]
             else:
@@ -360,20 +474,6 @@ class Engine:
             return diverged
         finally:
             self._free.append(w)
-
-    def _step_batched(
-        self, w: _Worker, state: np.ndarray, ctrl: np.ndarray, nstep: int, out: np.ndarray
-    ) -> np.ndarray | None:
-        """`step_into` on `mujoco.batch` (MuJoCo 4.0 and later), on its thread pool where the
-        work pays for it (`uses_pool`; `Batch`'s pool costs less per call than
-        `mujoco.rollout`'s), else on the calling thread. The common case, nothing wrong,
-        takes five NumPy calls besides MuJoCo's (`BatchSteps.step_into`); otherwise the
-        flags are `_flags`'."""
-        threads = self.nthread if self.uses_pool(state.shape[0], nstep) else 1
-        warned, plain = w.batch().step_into(state, ctrl, nstep, out, threads)
-        if warned is None and plain:
-            return None
-        return self._flags(warned, state, ctrl)
 
     def _flags(
         self, warned: np.ndarray | None, state: np.ndarray, ctrl: np.ndarray
@@ -393,7 +493,7 @@ class Engine:
         bad = self._bad_ctrl(ctrl)
         if bad is not None:
             diverged |= bad
-        return diverged
+        return diverged if diverged.any() else None
 
     def step_points(
         self, state: np.ndarray, ctrl: np.ndarray, warmstart: np.ndarray | None, nstep: int

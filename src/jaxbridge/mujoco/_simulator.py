@@ -151,18 +151,15 @@ class _StepBatching(AbstractBatching):
         if any(np.dtype(a.dtype) != np.float64 for a in (*call.in_avals, *call.spec.avals)):
             return None
         (s_shape, u_shape), (o_shape,) = in_shapes, out_shapes
-        engine, nstep, fail = self.engine, self.nstep, call.fail
-        n, nu = self.nstate, u_shape[-1]
+        nstep, fail = self.nstep, call.fail
         if len(s_shape) == 1 and len(u_shape) == 1:  # `lax.scan` of `sim.step`, no `vmap`
-            step_one = engine.step_one
+            step_one = self.engine.stepper(1, nstep, rank=1)
 
             def one(ctx: Any, outs: Any, state: Any, ctrl: Any) -> None:
                 del ctx
                 try:
-                    # XLA's buffers are dense: these reshapes are views.
-                    out = outs[0].__array__().reshape(1, n)
-                    s, u = state.__array__().reshape(1, n), ctrl.__array__().reshape(1, nu)
-                    if step_one(s, u, out, nstep):
+                    out = outs[0].__array__()
+                    if step_one(state.__array__(), ctrl.__array__(), out) is not None:
                         out[...] = np.nan
                 except Exception as e:
                     raise fail(e) from e
@@ -172,26 +169,13 @@ class _StepBatching(AbstractBatching):
         if not (len(s_shape) == len(u_shape) == 2 and u_shape[0] == B >= 1):
             return None  # broadcast controls, nested batches: `run` flattens them
         assert tuple(o_shape) == tuple(s_shape)
-        if B == 1:
-            step_one = engine.step_one
-
-            def batch_of_one(ctx: Any, outs: Any, state: Any, ctrl: Any) -> None:
-                del ctx
-                try:
-                    out = outs[0].__array__()
-                    if step_one(state.__array__(), ctrl.__array__(), out, nstep):
-                        out[...] = np.nan
-                except Exception as e:
-                    raise fail(e) from e
-
-            return batch_of_one
-        step_into = engine.step_into
+        step_into = self.engine.stepper(B, nstep)
 
         def batch(ctx: Any, outs: Any, state: Any, ctrl: Any) -> None:
             del ctx
             try:
                 out = outs[0].__array__()
-                diverged = step_into(state.__array__(), ctrl.__array__(), nstep, out)
+                diverged = step_into(state.__array__(), ctrl.__array__(), out)
                 if diverged is not None:
                     out[diverged] = np.nan
             except Exception as e:
