@@ -12,6 +12,10 @@
      plus XLA's bare `buffer_callback` (a callback doing nothing, same shapes).
    `own` is jaxbridge's cost per call outside MuJoCo and outside XLA's callback: the time of
    a scan outside its own MuJoCo calls (timed, on a second simulator), less the bare callback.
+   With `mujoco.batch` (MuJoCo 4.0+), also against the callback a user could write instead
+   (`HandWritten`: one `Batch.step` per scan step, the fewest copies, no checks), whose own
+   cost, measured the same way, is what MuJoCo's step leaving the caches cold costs any
+   design built on a host callback.
 2. Open loop: `jax.jit(sim.rollout)` against raw `mujoco.rollout` and MJX (Euler/Newton only:
    MJX cannot load the shipped humanoid, it lacks PGS), with compile times.
 3. Gradients per second of a 50-step rollout loss.
@@ -192,6 +196,49 @@ class RawBatchPerStep:
         return np.concatenate([self.time.reshape(-1, 1), self.qpos, self.qvel], axis=1)
 
 
+class HandWritten:
+    """The closed loop's callback a user could write instead on `mujoco.batch` (MuJoCo 4.0+):
+    XLA's `buffer_callback` around one `Batch.step` per scan step, in the fewest NumPy calls
+    (one copy of the state, a zero warm start and the controls into the batch's rows, one copy
+    of the states out) and with no checks at all: no non-finite input is flagged, no warning
+    read. What any design on a host callback pays outside MuJoCo, on the same threads (serial
+    or pool) as jaxbridge. With `timed`, its `Batch.step` calls are summed in `seconds`."""
+
+    def __init__(self, model: mujoco.MjModel, shape, fs: int, threads: int, timed: bool):
+        from mujoco import batch as mj_batch
+
+        B = shape[0]
+        b = mj_batch.Batch(model, B, threads)
+        b.set_models(model)
+        integration = int(mujoco.mjtState.mjSTATE_INTEGRATION)
+        warm, ctrl = (
+            mujoco.mj_stateSize(model, integration & (int(bit) - 1))
+            for bit in (mujoco.mjtState.mjSTATE_WARMSTART, mujoco.mjtState.mjSTATE_CTRL)
+        )
+        n = mujoco.mj_stateSize(model, mujoco.mjtState.mjSTATE_FULLPHYSICS)
+        assert warm == n and ctrl == n + model.nv  # state, warm start, controls: adjacent
+        head, full = b.state[:, : ctrl + model.nu], b.state[:, :n]
+        zeros = np.zeros((B, model.nv))
+        step, self.seconds = b.step, 0.0
+
+        def untimed(ctx, outs, s, u):
+            out = outs[0].__array__()
+            np.concatenate((s.__array__(), zeros, u.__array__()), axis=1, out=head)
+            step(None, fs)
+            np.copyto(out, full)
+
+        def with_timer(ctx, outs, s, u):
+            out = outs[0].__array__()
+            np.concatenate((s.__array__(), zeros, u.__array__()), axis=1, out=head)
+            t0 = time.perf_counter()
+            step(None, fs)
+            self.seconds += time.perf_counter() - t0
+            np.copyto(out, full)
+
+        cb = buffer_callback(with_timer if timed else untimed, [jax.ShapeDtypeStruct(shape, "f8")])
+        self.scan = jax.jit(lambda S, U: jax.lax.scan(lambda s, u: (cb(s, u)[0], None), S, U)[0])
+
+
 class TimedCall:
     """A MuJoCo call whose time is summed: MuJoCo's own time inside jaxbridge's calls."""
 
@@ -277,7 +324,12 @@ def bench_closed_loop(model, variant, B, fs, nthread, T, rounds):
             state=out_long[:, : n * fs] if n == T else np.empty((B, n * fs, sim.nstate)),
         )
 
+    threads = sim.nthread if sim._engine.uses_pool(B, fs) else 1
+    hand = HandWritten(model, S.shape, fs, threads, timed=False) if has_batch() else None
+    hand_timed = HandWritten(model, S.shape, fs, threads, timed=True) if has_batch() else None
     equal = np.array_equal(np.asarray(scan(S, U)), raw(S, U))
+    if hand is not None:
+        equal &= np.array_equal(np.asarray(scan(S, U)), np.asarray(hand.scan(S, U)))
     if raw_batch is not None:
         equal &= np.array_equal(
             np.asarray(scan(S, U))[:, : 1 + model.nq + model.nv], raw_batch(S, U)
@@ -307,6 +359,15 @@ def bench_closed_loop(model, variant, B, fs, nthread, T, rounds):
         in_scan.append(mujoco_seconds / n)
         outside[n].append(wall - mujoco_seconds)
 
+    hand_outside: dict[int, list[float]] = {T: [], T1: []}
+
+    def hand_run(n):
+        assert hand_timed is not None
+        hand_timed.seconds = 0.0
+        t0 = time.perf_counter()
+        jax.block_until_ready(hand_timed.scan(S, U[:n]))
+        hand_outside[n].append(time.perf_counter() - t0 - hand_timed.seconds)
+
     def floor(n):
         same(S, U[:n])
         in_mujoco.append(same.in_mujoco / n)
@@ -321,6 +382,9 @@ def bench_closed_loop(model, variant, B, fs, nthread, T, rounds):
         fns[("long", n)] = lambda n=n: long(n)
         if raw_batch is not None:
             fns[("raw_batch", n)] = lambda Un=Un: raw_batch(S, Un)
+        if hand is not None:
+            fns[("hand", n)] = lambda Un=Un: hand.scan(S, Un)
+            fns[("hand_timed", n)] = lambda n=n: hand_run(n)
     fns[("floor", T)] = lambda: floor(T)
     fns[("timed", T)] = lambda: scan_timed(T)
     if T1 < T:
@@ -333,7 +397,7 @@ def bench_closed_loop(model, variant, B, fs, nthread, T, rounds):
     def per_call(t):
         return {
             k: (t[(k, T)] - t[(k, T1)]) / (T - T1) * 1e6 if T > T1 else t[(k, T)] / T * 1e6
-            for k in ("scan", "raw", "bare", "long", "raw_batch")
+            for k in ("scan", "raw", "bare", "long", "raw_batch", "hand")
             if (k, T) in t
         }
 
@@ -347,7 +411,17 @@ def bench_closed_loop(model, variant, B, fs, nthread, T, rounds):
         if T > T1
         else min(outside[T]) / T * 1e6
     )
+    if hand is not None:
+        hand_out = (
+            (min(hand_outside[T]) - min(hand_outside[T1])) / (T - T1) * 1e6
+            if T > T1
+            else min(hand_outside[T]) / T * 1e6
+        )
+    else:
+        hand_out = float("nan")
     return dict(
+        hand=us.get("hand", float("nan")),
+        hand_own=hand_out - us["bare"],
         variant=variant,
         B=B,
         fs=fs,
@@ -367,6 +441,27 @@ def bench_closed_loop(model, variant, B, fs, nthread, T, rounds):
         equal=equal,
         path=path,
     )
+
+
+def print_closed_loop_hand(rows):
+    print(
+        "\nAgainst the callback a user could write instead on `mujoco.batch` (MuJoCo 4.0+; "
+        "`HandWritten`: a `buffer_callback` around one `Batch.step`, the fewest copies, no "
+        "checks), the same threads, µs per call. `own`: the scan's time outside MuJoCo's "
+        "calls, less the bare callback, for each; what MuJoCo's step leaves in the caches "
+        "costs both alike.\n"
+    )
+    print(
+        "| model | B | frame_skip | scan | hand-written scan | hand-written/scan | own | "
+        "hand-written own | own − hand-written own |"
+    )
+    print("|" + "---|" * 9)
+    for r in rows:
+        print(
+            f"| {r['variant']} | {r['B']} | {r['fs']} | {r['scan']:.1f} | {r['hand']:.1f} | "
+            f"{r['hand'] / r['scan']:.2f} | {r['own_scan']:.1f} | {r['hand_own']:.1f} | "
+            f"{r['own_scan'] - r['hand_own']:.1f} |"
+        )
 
 
 def print_closed_loop_cpu(rows):
@@ -645,6 +740,8 @@ def closed_loop_section(args, variants):
                 nthread = Simulator(model, nthread=args.nthread).nthread
                 print(".", end="", flush=True)
     print_closed_loop(closed, nthread)
+    if has_batch():
+        print_closed_loop_hand(closed)
     print_closed_loop_cpu(closed)
 
 

@@ -439,6 +439,8 @@ def test_a_calls_warnings_are_not_read_by_the_next(tmp_path, monkeypatch, steps_
         assert step(S, good, out) is None
         np.testing.assert_array_equal(out, ref)
     if steps_on == "batch":
+        ((_, own),) = engine._steppers.values()
+        assert own is not None  # the function's own batch, not the general path
         fail.append(True)
         with pytest.raises(RuntimeError, match="failed"):
             step(S, good, out)
@@ -598,8 +600,8 @@ SLEEPING = """
 
 def test_a_model_with_sleep_keeps_the_rollout_paths(steps_on):
     # `mujoco.batch` refuses a model with sleep enabled unless each simulation has an MjData
-    # of its own: such a model keeps `mujoco.rollout`'s paths, whatever MuJoCo has (and the
-    # flag is read on every call: enabling it later switches too).
+    # of its own: such a model keeps `mujoco.rollout`'s paths, whatever MuJoCo has (and
+    # enabling it later switches too, `stepper`'s functions made before included).
     if not hasattr(mujoco.mjtEnableBit, "mjENBL_SLEEP"):
         pytest.skip("this MuJoCo has no sleep")
     model = mujoco.MjModel.from_xml_string(SLEEPING)
@@ -615,6 +617,15 @@ def test_a_model_with_sleep_keeps_the_rollout_paths(steps_on):
     states = engine.rollout(S, U, 1)[0]
     for i in range(4):  # without sleep, every path is raw MuJoCo's
         np.testing.assert_array_equal(states[i], raw_rollout(model, S[i], U[i], 1)[0])
+    sleep = int(mujoco.mjtEnableBit.mjENBL_SLEEP)
+    for B in (1, 3):
+        step, out = engine.stepper(B, 1), np.empty((B, S.shape[1]))
+        assert step(S[:B], U[:B, 0], out) is None
+        np.testing.assert_array_equal(out, states[:B, 0])
+        model.opt.enableflags |= sleep
+        assert step(S[:B], U[:B, 0], out) is None
+        np.testing.assert_array_equal(out, engine.rollout(S[:B], U[:B], 1)[0][:, 0])
+        model.opt.enableflags &= ~sleep
 
 
 MOCAP = """

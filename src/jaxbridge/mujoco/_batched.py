@@ -92,6 +92,8 @@ class Exact:
         self.head: np.ndarray | None = None
         self.zeros: np.ndarray | None = None
         if isinstance(full, slice) and isinstance(warm, slice) and isinstance(ctrl, slice):
+            if ctrl.start == ctrl.stop:  # no actuators: no columns, wherever `_columns` puts them
+                ctrl = slice(warm.stop, warm.stop)
             self.full = self.rows[:, full]
             if full.start == 0 and full.stop == warm.start and warm.stop == ctrl.start:
                 self.head = self.rows[:, : ctrl.stop]

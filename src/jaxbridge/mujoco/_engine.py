@@ -381,8 +381,9 @@ class Engine:
     ) -> tuple[_StepInto, _batched.Exact | None]:
         """`stepper`'s function, and the batch it steps (None where it has none).
 
-        On `mujoco.batch` (where MuJoCo has it and the model allows it, read on every call:
-        enabling sleep later switches paths) it steps a batch of its own, in the fewest Python
+        On `mujoco.batch` (where MuJoCo has it and the model allows it: `Batch.step` refuses
+        a model with sleep or IPC enabled since, and the general path takes over) it steps a
+        batch of its own, in the fewest Python
         operations this takes: after MuJoCo's step has filled the caches, each costs a
         microsecond or more. Called from two threads at once, the second takes the general
         path (a worker's batch, made on demand), as it does for a model whose rows cannot be
@@ -426,8 +427,8 @@ class Engine:
         vdot, concatenate, copyto = np.vdot, np.concatenate, np.copyto
 
         def run(state: np.ndarray, ctrl: np.ndarray, out: np.ndarray) -> np.ndarray | None:
-            if opt.enableflags & _ONE_DATA_EACH or not acquire(False):
-                return general(state, ctrl, out)  # sleep or IPC enabled, or a call under way
+            if not acquire(False):
+                return general(state, ctrl, out)  # a call under way
             try:
                 if inputs is not None:
                     inputs(rows)
@@ -438,6 +439,9 @@ class Engine:
                 try:
                     nfail = e.step(None, nstep, NO_STAGE)  # read here: benchmarks time it
                     if nfail:
+                        if opt.enableflags & _ONE_DATA_EACH:  # `mujoco.batch` refuses these:
+                            warning.fill(0)  # enabled since this was made
+                            return general(state, ctrl, out)
                         batch._check(None, nfail)  # raises MuJoCo's error, naming the rows
                     copyto(out, full)
                 except BaseException:
