@@ -689,6 +689,35 @@ def test_sum_of_squares_is_exact_in_its_checks_at_any_size():
     assert sum_of_squares(strided) == pytest.approx(float(np.sum(strided**2)), rel=1e-12)
 
 
+@pytest.mark.parametrize("B", [4, 300, 2500])
+def test_the_steppers_input_check_at_every_size(tmp_path, monkeypatch, B):
+    # `stepper`'s check of the inputs takes one pass over the rows of a small batch, two over
+    # the inputs of a larger one, in blocks past `DOT_BLOCK` numbers (here: 4, 300 and 2,500
+    # elements of 5 numbers a state). A NaN time, an infinite clamped control and a huge
+    # unclamped one (MuJoCo warns only on the last) are flagged at each, anywhere in the batch.
+    monkeypatch.chdir(tmp_path)
+    model = mujoco.MjModel.from_xml_string(MOTORS.format(g=-9.81))
+    engine = Engine(model, nthread=2)
+    rng = np.random.default_rng(B)
+    S = np.tile(random_states(model, 1), (B, 1))
+    S[:, 1:] += 0.01 * rng.standard_normal((B, S.shape[1] - 1))
+    U = rng.uniform(-0.5, 0.5, (B, model.nu))
+    out = np.empty_like(S)
+    for pool in (False, True):
+        engine.POOL_MIN_WORK = 0.0 if pool else float("inf")
+        step = engine.stepper(B, 1)
+        assert step(S, U, out) is None
+        np.testing.assert_array_equal(out[-1], raw_rollout(model, S[-1], U[-1:], 1)[0][0])
+        for i, j, bad in ((0, B - 1, np.inf), (B // 2, B - 2, -1e12)):
+            S2, U2 = S.copy(), U.copy()
+            S2[i, 0] = np.nan
+            U2[j, 1 if bad == -1e12 else 0] = bad  # motor 0 is clamped, motor 1 is not
+            expect = np.zeros(B, bool)
+            expect[[i, j]] = True
+            np.testing.assert_array_equal(step(S2, U2, out), expect)
+        assert step(S, U, out) is None
+
+
 @pytest.mark.parametrize("views", [True, False])
 def test_non_finite_inputs_mujoco_does_not_warn_on_are_flagged(tmp_path, monkeypatch, views):
     # A NaN time (MuJoCo only carries it on) and an infinite control that clamping makes 1
