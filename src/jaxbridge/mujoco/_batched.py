@@ -10,8 +10,9 @@ reads one element at a time from an `MjData` after a `mujoco.rollout` call of it
 `BatchSteps` is one worker's batches (a worker serves one host call at a time, so a batch,
 which must not be used from two threads at once, never is): one grown to the largest set of
 points it has stepped (the Jacobians' points, whose number changes from call to call), and
-one of exactly each batch size `step_into` has seen lately (the closed loop's, the same on
-every call, where stepping a subset would cost a check of its ids). Older MuJoCo has no
+one of exactly each batch size `step_into` and `rollout` have seen lately (the same on every
+call, where stepping a subset would cost a check of its ids). `dedicated` makes a batch for a
+caller that keeps it: `Engine.stepper`'s, the closed loop's. Older MuJoCo has no
 `mujoco.batch`; `available()` says so and callers keep their `mujoco.rollout` paths.
 """
 
@@ -244,9 +245,10 @@ class BatchSteps:
         a zero warm start (a fresh `MjData`'s, as `mujoco.rollout` starts an element), into
         `out` `(B, nstate)`, on `threads` threads.
 
-        The closed loop's hot path: five NumPy calls besides MuJoCo's, each a copy or one
-        pass over a small array (every Python-level operation here costs a microsecond or
-        more, and more again on a cache that MuJoCo's step has just filled).
+        Four NumPy calls besides MuJoCo's, each a copy or one pass over a small array (every
+        Python-level operation here costs a microsecond or more, and more again on a cache that
+        MuJoCo's step has just filled). The closed loop's own path is `Engine.stepper`'s, on a
+        batch of its own; this one serves the calls it hands on (two threads at once).
 
         Returns:
             `(warned, plain)`: the `(B,)` flags of the simulations MuJoCo warned on, or None
