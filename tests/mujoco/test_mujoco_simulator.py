@@ -442,7 +442,8 @@ def test_the_closed_loops_own_callback_equals_the_generic_one(monkeypatch, x64):
     def loops():
         return (
             jax.jit(lambda s, U: jax.lax.scan(lambda s, u: (sim.step(s, u), s), s, U))(
-                S[0], U[:, 0]
+                S[1],
+                U[:, 1],  # diverges: NaN
             ),
             jax.jit(lambda s, U: jax.lax.scan(lambda s, u: (jax.vmap(sim.step)(s, u), s), s, U))(
                 S[:1], U[:, :1]
@@ -464,6 +465,7 @@ def test_the_closed_loops_own_callback_equals_the_generic_one(monkeypatch, x64):
         np.testing.assert_array_equal(a, b)
     final = fast[2][0]
     assert jnp.isnan(final[1]).all() and jnp.isfinite(final[jnp.array([0, 2])]).all()
+    assert jnp.isnan(fast[0][0]).all() and jnp.isfinite(fast[1][0]).all()
     monkeypatch.setattr(_simulator._StepBatching, "buffer_call", own)
     sim._step_hosts.clear()
 

@@ -151,37 +151,28 @@ class _StepBatching(AbstractBatching):
         if any(np.dtype(a.dtype) != np.float64 for a in (*call.in_avals, *call.spec.avals)):
             return None
         (s_shape, u_shape), (o_shape,) = in_shapes, out_shapes
-        nstep, fail = self.nstep, call.fail
-        if len(s_shape) == 1 and len(u_shape) == 1:  # `lax.scan` of `sim.step`, no `vmap`
-            step_one = self.engine.stepper(1, nstep, rank=1)
-
-            def one(ctx: Any, outs: Any, state: Any, ctrl: Any) -> None:
-                del ctx
-                try:
-                    out = outs[0].__array__()
-                    if step_one(state.__array__(), ctrl.__array__(), out) is not None:
-                        out[...] = np.nan
-                except Exception as e:
-                    raise fail(e) from e
-
-            return one
-        B = s_shape[0]
-        if not (len(s_shape) == len(u_shape) == 2 and u_shape[0] == B >= 1):
-            return None  # broadcast controls, nested batches: `run` flattens them
+        rank = len(s_shape)  # 1: a `lax.scan` of `sim.step` without `vmap`; 2: one `vmap`
+        if (
+            rank not in (1, 2)
+            or len(u_shape) != rank
+            or (rank == 2 and not u_shape[0] == s_shape[0] >= 1)
+        ):
+            return None  # broadcast controls, nested or empty batches: `run` takes them
         assert tuple(o_shape) == tuple(s_shape)
-        step_into = self.engine.stepper(B, nstep)
+        B = s_shape[0] if rank == 2 else 1
+        step, fail = self.engine.stepper(B, self.nstep, rank), call.fail
 
-        def batch(ctx: Any, outs: Any, state: Any, ctrl: Any) -> None:
+        def own(ctx: Any, outs: Any, state: Any, ctrl: Any) -> None:
             del ctx
             try:
                 out = outs[0].__array__()
-                diverged = step_into(state.__array__(), ctrl.__array__(), out)
-                if diverged is not None:
-                    out[diverged] = np.nan
+                diverged = step(state.__array__(), ctrl.__array__(), out)
+                if diverged is not None:  # flags of a batch; any flag of one element is it
+                    out[diverged if rank == 2 else ...] = np.nan
             except Exception as e:
                 raise fail(e) from e
 
-        return batch
+        return own
 
 
 class Simulator:
