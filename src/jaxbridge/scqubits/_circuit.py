@@ -11,7 +11,14 @@ import numpy as np
 import scipy.sparse as sparse
 import sympy
 
-from ..sympy._operators import HermitianFactor, OperatorSum, _split_argument, operator_sum
+from ..sympy._operators import (
+    HermitianFactor,
+    OperatorSum,
+    OperatorTermError,
+    _split_argument,
+    operator_sum,
+    trig_keys,
+)
 from . import _errors
 from ._qubits import Spec, _ladder
 from ._terms import Fixed, Params, Spectral, Terms, fixed
@@ -55,6 +62,8 @@ class _CircuitParts:
         sizes = [d for _, d in dims]
         expanded = sympy.expand(H)
         self.substitutions: dict[Any, Any] = {}
+        self.names_back: dict[Any, Any] = {}  # the substitutions' inverse, for error messages
+        self.bare_names: dict[Any, Any] = {}
         self.factor_ops: dict[Any, Any] = {}
         param_set = set(self.params)
         for pos, (i, d) in enumerate(dims):
@@ -73,6 +82,9 @@ class _CircuitParts:
             x_hat, q_hat = sympy.Symbol(f"_x{i}"), sympy.Symbol(f"_q{i}")
             self.substitutions[theta] = length * x_hat
             self.substitutions[q] = q_hat / length
+            self.names_back[x_hat] = theta / length
+            self.names_back[q_hat] = q * length
+            self.bare_names.update({x_hat: theta, q_hat: q})
             self.factor_ops[x_hat] = HermitianFactor(x, left, right)
             self.factor_ops[q_hat] = sparse.csr_array(
                 sparse.kron(sparse.kron(sparse.identity(left), p), sparse.identity(right))
@@ -91,7 +103,9 @@ class _CircuitParts:
             a, _ = _split_argument(node.args[0], op_symbols)
             if a == 0 or a.free_symbols & set(self.substitutions):
                 continue
-            for key in (sympy.cos(a), sympy.sin(a)):
+            cos_a, sin_a, _ = trig_keys(a)  # `sin(1.0*θ1)`, never `-sin(1.0*θ1)`
+            self._check_periodic(node, cos_a.args[0])
+            for key in (cos_a, sin_a):
                 if key not in operators:
                     operators[key] = _to_scipy(obj._evaluate_matrix_cosine_terms(key))
         trig = {n: sympy.Dummy() for n in expr.atoms(sympy.cos, sympy.sin)}
@@ -111,9 +125,30 @@ class _CircuitParts:
             if n.free_symbols & factors and len(n.free_symbols & (op_symbols | factors)) > 1
         ]
         if harmonic_trig:
-            raise ValueError(_errors.CIRCUIT_HARMONIC_PRODUCT.format(term=harmonic_trig[0]))
+            term = _tidy(harmonic_trig[0].xreplace(self.names_back))
+            raise ValueError(_errors.CIRCUIT_HARMONIC_PRODUCT.format(term=term))
         used = {k: v for k, v in operators.items() if _uses(substituted, k)}
-        return operator_sum(substituted, used, self.params)
+        try:
+            return operator_sum(substituted, used, self.params)
+        except OperatorTermError as e:
+            # The user's θ1 and Q1, never the stand-ins `_x1`, `_q1`.
+            rename = lambda x: _tidy(sympy.sympify(x).xreplace(self.names_back))
+            raise e.renamed(rename, self.bare_names) from None
+
+    def _check_periodic(self, node: Any, a: Any) -> None:
+        """A periodic variable in the charge basis takes only whole multiples in cos and sin."""
+        for i in self.obj.var_categories["periodic"]:
+            c = a.coeff(sympy.Symbol(f"θ{i}"))
+            if c != 0 and not (c.is_number and float(c) == round(float(c))):
+                raise ValueError(
+                    _errors.CIRCUIT_PERIODIC_MULTIPLE.format(node=node, i=i, c=float(c))
+                )
+
+
+def _tidy(expr: Any) -> Any:
+    """Without the factors 1.0 (to rounding) that undoing a substitution by a length leaves."""
+    one = lambda e: e.is_Float and abs(float(e) - 1.0) < 1e-12  # (8 EC / EL)^(1/4) rounds
+    return expr.replace(one, lambda e: sympy.Integer(1))
 
 
 def _uses(expr: Any, key: Any) -> bool:

@@ -65,6 +65,12 @@ CIRCUIT_HARMONIC_PRODUCT = (
     "inductances those lengths depend on."
 )
 
+CIRCUIT_PERIODIC_MULTIPLE = (
+    "`jaxbridge.scqubits.model`: `{node}` takes `θ{i}` times {c}, but `θ{i}` is a periodic "
+    "variable (charge basis), where only whole multiples `cos(k*θ{i})`, `sin(k*θ{i})` are "
+    "operators. Use an integer multiple, or a circuit in which the variable is extended."
+)
+
 CIRCUIT_DROPPED = (
     "`{method}`: {names} cannot be varied: scqubits substituted their values into this "
     "Circuit's symbolic Hamiltonian (`_hamiltonian_sym_for_numerics`), so the model cannot "

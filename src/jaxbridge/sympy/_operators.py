@@ -17,7 +17,7 @@ Two more forms reduce to that one:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -124,6 +124,18 @@ def _split_argument(arg: Any, symbols: set) -> tuple[Any, Any]:
     return sympy.Add(*a), sympy.Add(*b)
 
 
+def trig_keys(a: Any) -> tuple[Any, Any, int]:
+    """The operator keys `cos(A)`, `sin(A)` of the operator part `A` of a cos/sin argument.
+
+    SymPy writes `cos(-x)` as `cos(x)` and `sin(-x)` as `-sin(x)`, a product rather than a
+    `sin`; so `A` is taken with the sign SymPy keeps (`-A` where it can extract a minus sign),
+    and the sign `s` with `A = s * A'` is returned.
+    """
+    sign = -1 if sympy.sympify(a).could_extract_minus_sign() else 1
+    a = sign * a
+    return sympy.cos(a), sympy.sin(a), sign
+
+
 def _expand_shifted_trig(
     H: sympy.Basic, keys: set, op_symbols: set, factor_symbols: set
 ) -> sympy.Basic:
@@ -133,20 +145,53 @@ def _expand_shifted_trig(
         if not isinstance(node, sympy.cos | sympy.sin) or node in keys:
             return node
         a, b = _split_argument(node.args[0], op_symbols)
-        if a == 0 or b == 0 or a.free_symbols & factor_symbols:
-            return node  # no operator, no shift, or a HermitianFactor function: kept whole
-        missing = [k for k in (sympy.cos(a), sympy.sin(a)) if k not in keys]
+        if a == 0 or a.free_symbols & factor_symbols:
+            return node  # no operator, or a HermitianFactor function: kept whole
+        cos_a, sin_a, sign = trig_keys(a)
+        if b == 0 and sign == 1:
+            return node  # cos(A) or sin(A) itself: a key or an error below
+        missing = [k for k in (cos_a, sin_a) if k not in keys]
         if missing:
             raise ValueError(
                 OPERATOR_SHIFT.format(node=node, a=a, missing=", ".join(map(str, missing)))
             )
+        b = sign * b  # cos(A + B) = cos(A' + B'), sin(A + B) = sign * sin(A' + B')
         if isinstance(node, sympy.cos):
-            return sympy.cos(a) * sympy.cos(b) - sympy.sin(a) * sympy.sin(b)
-        return sympy.sin(a) * sympy.cos(b) + sympy.cos(a) * sympy.sin(b)
+            return cos_a * sympy.cos(b) - sin_a * sympy.sin(b)
+        return sign * (sin_a * sympy.cos(b) + cos_a * sympy.sin(b))
 
     return sympy.sympify(H).replace(
         lambda e: isinstance(e, sympy.cos | sympy.sin), rewrite, map=False
     )
+
+
+class OperatorTermError(ValueError):
+    """`operator_sum`'s error for a term it cannot split.
+
+    It keeps the term and the offending part as SymPy expressions, so a caller that rewrote
+    its own variables before calling `operator_sum` can name them again with `renamed`.
+    """
+
+    def __init__(self, term: Any, why: str, **parts: Any) -> None:
+        self.term, self.why, self.parts = term, why, parts
+        super().__init__(_errors.OPERATOR_TERM.format(term=term, why=why.format(**parts)))
+
+    def renamed(
+        self, rename: Callable[[Any], Any], bare: Mapping[Any, Any] | None = None
+    ) -> OperatorTermError:
+        """The same error with `rename` applied to its expressions.
+
+        Args:
+            rename: expression -> the same expression in the caller's own variables.
+            bare: symbol -> name for a part that is that symbol alone (an operator raised to
+                a bad power), where the plain name reads better than the renamed form.
+        """
+
+        def part(e: Any) -> Any:
+            return bare[e] if bare and e in bare else rename(e)
+
+        parts = {k: part(v) for k, v in self.parts.items()}
+        return OperatorTermError(rename(self.term), self.why, **parts)
 
 
 def _operator_factors(
@@ -158,8 +203,8 @@ def _operator_factors(
         base, exponent = factor.as_base_exp() if isinstance(factor, sympy.Pow) else (factor, 1)
         if base in symbols:
             if not (sympy.sympify(exponent).is_Integer and exponent > 0):
-                why = f"`{base}` appears with exponent `{exponent}`, not a positive integer"
-                raise ValueError(_errors.OPERATOR_TERM.format(term=term, why=why))
+                why = "`{base}` appears with exponent `{exponent}`, not a positive integer"
+                raise OperatorTermError(term, why, base=base, exponent=exponent)
             operators.append((base, int(exponent)))
         elif factor.free_symbols & set(factors) and isinstance(factor, sympy.Function):
             inner = factor.free_symbols & set(factors)
@@ -169,21 +214,21 @@ def _operator_factors(
             others = factor.free_symbols & (symbols - set(factors))
             if not linear or spectral is not None or others:
                 why = (
-                    f"`{factor}` is not one function of `alpha * X + beta` for a single "
+                    "`{factor}` is not one function of `alpha * X + beta` for a single "
                     "HermitianFactor `X`, or is multiplied by a second such function"
                 )
-                raise ValueError(_errors.OPERATOR_TERM.format(term=term, why=why))
+                raise OperatorTermError(term, why, factor=factor)
             alpha, beta = sympy.Poly(arg, x).all_coeffs()
             func: Any = factor.func
             spectral = SpectralTerm(factors[x], func(alpha * _X + beta))
         elif factor.free_symbols & symbols:
-            why = f"`{factor}` mixes operators inside a function or a power"
-            raise ValueError(_errors.OPERATOR_TERM.format(term=term, why=why))
+            why = "`{factor}` mixes operators inside a function or a power"
+            raise OperatorTermError(term, why, factor=factor)
         else:
             coefficient.append(factor)
     if spectral is not None and operators:
         why = "a function of a HermitianFactor is multiplied by other operators"
-        raise ValueError(_errors.OPERATOR_TERM.format(term=term, why=why))
+        raise OperatorTermError(term, why)
     return sympy.Mul(*coefficient), tuple(operators), spectral
 
 
@@ -366,10 +411,15 @@ def operator_sum(
     expanded = sympy.expand(sympy.sympify(expanded_trig).xreplace(stand_ins))
     symbols = set(by_symbol)
 
+    names = {v: k for k, v in stand_ins.items()}
     coefficients: dict[tuple, Any] = {}
     spectral: list[SpectralTerm] = []
     for term in sympy.Add.make_args(expanded):
-        coefficient, product, spec = _operator_factors(term, symbols, factors)
+        try:
+            coefficient, product, spec = _operator_factors(term, symbols, factors)
+        except OperatorTermError as e:
+            # The user's keys (`cos(θ1)`, `θ1`), never the stand-ins `_jaxbridge_op<i>`.
+            raise e.renamed(lambda x: sympy.sympify(x).xreplace(names)) from None
         if spec is not None:
             spectral.append(SpectralTerm(spec.factor, coefficient * spec.expression))
         else:
@@ -391,7 +441,6 @@ def operator_sum(
         if result is None:
             result = np.eye(dim)
         stacked.append(result.tocsr() if all_sparse else _dense(result))
-    names = {v: k for k, v in stand_ins.items()}
     readable = [tuple((names.get(s, s), p) for s, p in product) for product in products]
     return OperatorSum(
         readable, stacked, [coefficients[p] for p in products], spectral, params, dim
