@@ -1,0 +1,215 @@
+"""The host side of an environment: MuJoCo steps and forward passes of many rows, no JAX.
+
+One `Rows` is a `mujoco.batch.Batch` of exactly `B` simulations. Its `step_into` does what
+gymnasium's `MujocoEnv.do_simulation` does to each row, `mj_step(m, d, nstep=frame_skip)`
+and then `mj_rnePostConstraint` where the environment reads `cfrc_ext`, and writes the next
+physics state, the warm start and the derived fields the environment reads into the caller's
+arrays (XLA's buffers). `Batch.step` leaves the derived fields as `mj_step` does, describing
+the last substep's evaluation; the batch copies the bound ones out in C, on its threads.
+
+`mj_rnePostConstraint` is no part of `mj_step` (MuJoCo runs it inside a step only for the
+acceleration sensors, and not in the RK4 integrator's later stages, whose contacts are the
+ones gymnasium reads): an environment that reads `cfrc_ext` steps a persistent batch and runs
+it per row on each row's own `MjData` after the step.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from jaxbridge.mujoco._model import mj
+
+__all__ = ["Engine", "Rows"]
+
+mujoco: Any = mj
+_S = mujoco.mjtState
+_INTEGRATION = int(_S.mjSTATE_INTEGRATION)
+_FULLPHYSICS = int(_S.mjSTATE_FULLPHYSICS)
+_NONE = int(mujoco.mjtStage.mjSTAGE_NONE)
+_ACC = int(mujoco.mjtStage.mjSTAGE_ACC)
+RNE = "cfrc_ext"  # the field only `mj_rnePostConstraint` computes
+
+
+def _offset(model: Any, bit: int) -> int:
+    """Where component `bit` starts in an `mjSTATE_INTEGRATION` row."""
+    return int(mujoco.mj_stateSize(model, _INTEGRATION & (bit - 1)))
+
+
+class Engine:
+    """A model's steps of `frame_skip` physics steps and forward passes, batched on the host.
+
+    Args:
+        model: the `mujoco.MjModel` (shared with the caller, never copied).
+        frame_skip: physics steps per environment step.
+        fields: the derived `MjData` fields the environment reads, in output order.
+    """
+
+    def __init__(self, model: Any, frame_skip: int, fields: Sequence[str]):
+        self.model = model
+        self.frame_skip = int(frame_skip)
+        self.fields = tuple(fields)
+        self.nphysics = int(mujoco.mj_stateSize(model, _FULLPHYSICS))
+        self.nv, self.nu = int(model.nv), int(model.nu)
+        self.nx = int(model.nq) + self.nv  # the differentiated coordinates of a state
+        warm, ctrl = _offset(model, int(_S.mjSTATE_WARMSTART)), _offset(model, int(_S.mjSTATE_CTRL))
+        # gymnasium's models have no plugin or plastic state: the physics state, the warm
+        # start and the controls are then the first columns of a row, in this order.
+        if not (warm == self.nphysics and ctrl == warm + self.nv):
+            raise NotImplementedError(
+                "`jaxbridge.gymnasium`: this model's mjSTATE_FULLPHYSICS state is not the head "
+                "of its mjSTATE_INTEGRATION row (a plugin or plastic state); such models are "
+                "not supported."
+            )
+        self.warm = slice(warm, warm + self.nv)
+        self.ncol = ctrl + self.nu
+        data = mujoco.MjData(model)
+        self.shapes = {name: tuple(getattr(data, name).shape) for name in self.fields}
+        self.rne = RNE in self.fields
+        self.nthread = max(1, len(os.sched_getaffinity(0)))
+        self._rows: dict[int, Rows] = {}
+
+    def rows(self, B: int) -> Rows:
+        """The batch of exactly `B` simulations, made on first use (a few sizes kept)."""
+        r = self._rows.get(B)
+        if r is None:
+            if len(self._rows) >= 6:
+                self._rows.clear()
+            r = self._rows[B] = Rows(self, B)
+        return r
+
+    def step(self, physics: np.ndarray, warm: np.ndarray, ctrl: np.ndarray) -> list[np.ndarray]:
+        """One environment step of `(B, ·)` float64 rows; returns new arrays."""
+        B = physics.shape[0]
+        outs = [np.empty((B, self.nphysics)), np.empty((B, self.nv))]
+        outs += [np.empty((B, *self.shapes[n])) for n in self.fields]
+        self.rows(B).step_into(physics, warm, ctrl, outs)
+        return outs
+
+    def forward(self, physics: np.ndarray) -> list[np.ndarray]:
+        """The derived fields after gymnasium's `set_state` (`mj_forward`, zero controls and
+        warm start, `cfrc_ext` zero as `mj_resetData` leaves it), of `(B, nphysics)` rows."""
+        B = physics.shape[0]
+        outs = [np.empty((B, *self.shapes[n])) for n in self.fields]
+        self.rows(B).forward_into(physics, outs)
+        return outs
+
+    def step_jacobian(self, physics: np.ndarray, warm: np.ndarray, ctrl: np.ndarray) -> np.ndarray:
+        """`(B, nout, nin)` central differences of `step`'s outputs (qpos and qvel, warm start,
+        fields, flattened) in its inputs (qpos and qvel, warm start, controls), all `2 nin`
+        points of every row in one batch call."""
+        nx = self.nx
+        x = np.concatenate((physics[:, 1 : 1 + nx], warm, ctrl), axis=1)
+        points, h = _points(x)
+        P = np.repeat(physics, points.shape[0] // physics.shape[0], axis=0)
+        P[:, 1 : 1 + nx] = points[:, :nx]
+        outs = self.step(P, points[:, nx : nx + self.nv], points[:, nx + self.nv :])
+        flat = np.concatenate([outs[0][:, 1 : 1 + nx], outs[1], *(_flat(o) for o in outs[2:])], 1)
+        return _differences(flat, h)
+
+    def forward_jacobian(self, physics: np.ndarray) -> np.ndarray:
+        """`(B, nout, nx)` central differences of `forward`'s fields (flattened) in qpos and
+        qvel."""
+        nx = self.nx
+        points, h = _points(physics[:, 1 : 1 + nx])
+        P = np.repeat(physics, points.shape[0] // physics.shape[0], axis=0)
+        P[:, 1 : 1 + nx] = points
+        outs = self.forward(P)
+        flat = np.concatenate([_flat(o) for o in outs], 1) if outs else np.empty((len(P), 0))
+        return _differences(flat, h)
+
+
+#: The step of a central difference, relative to `max(|x|, 1)`: `eps ** (1/3)`, which balances
+#: the truncation error (`h²`) against rounding (`eps / h`).
+STEP = float(np.finfo(np.float64).eps) ** (1 / 3)
+
+
+def _flat(a: np.ndarray) -> np.ndarray:
+    return a.reshape(a.shape[0], -1)
+
+
+def _points(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`(B * 2 * n, n)` points: each row of `(B, n)` `x` moved up, then down, along each
+    coordinate; and the `(B, n)` distances between each pair (exactly representable steps)."""
+    B, n = x.shape
+    h = STEP * np.maximum(np.abs(x), 1.0)
+    up, down = (x + h) - x, x - (x - h)  # the steps as the floats actually moved
+    pts = np.repeat(x[:, None, None, :], 2, axis=1).repeat(n, axis=2)  # (B, 2, n, n)
+    i = np.arange(n)
+    pts[:, 0, i, i] += up
+    pts[:, 1, i, i] -= down
+    return pts.reshape(B * 2 * n, n), up + down
+
+
+def _differences(flat: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """`(B, nout, n)` from the outputs `(B * 2 * n, nout)` at `_points`' points."""
+    B, n = h.shape
+    f = flat.reshape(B, 2, n, -1)
+    return np.swapaxes((f[:, 0] - f[:, 1]) / h[:, :, None], 1, 2)
+
+
+class Rows:
+    """`B` simulations of an `Engine`'s model in one `mujoco.batch.Batch`, and its bindings."""
+
+    def __init__(self, engine: Engine, B: int):
+        from mujoco import batch as mj_batch
+
+        self.engine = engine
+        self.B = B
+        # Persistent only where `mj_rnePostConstraint` must run on each row's MjData after
+        # the step: otherwise one MjData per thread serves all rows (less memory, same numbers).
+        batch = mj_batch.Batch(engine.model, B, engine.nthread, persistent=engine.rne)
+        # The caller's model, so that an edit of it (a mass, `opt.timestep`) is seen here.
+        batch.set_models(engine.model)
+        batch.reset(stage=_NONE)
+        self.batch = batch
+        self.rows: np.ndarray = batch.state
+        self.head = self.rows[:, : engine.ncol]
+        self.physics = self.rows[:, : engine.nphysics]
+        self.warm = self.rows[:, engine.warm]
+        self.ctrl = self.rows[:, engine.warm.stop : engine.ncol]
+        # The bound outputs (all but `cfrc_ext`), in field order, with their output slots.
+        self.bound = [(i, batch.bind(n)) for i, n in enumerate(engine.fields) if n != RNE]
+        self.rne_slot = engine.fields.index(RNE) if engine.rne else -1
+        self.data: Any = mujoco.MjData(engine.model) if engine.rne else None
+        self.native = batch._b
+        self.nstep = engine.frame_skip
+
+    def _run(self, nfail: int) -> None:
+        if nfail:
+            self.batch._check(None, nfail)  # raises MuJoCo's error, naming the simulations
+
+    def step_into(
+        self, physics: np.ndarray, warm: np.ndarray, ctrl: np.ndarray, outs: Sequence[np.ndarray]
+    ) -> None:
+        """Steps `(B, nphysics)` states, `(B, nv)` warm starts and `(B, nu)` controls; writes
+        `outs`: the next states, warm starts and each field, `(B, *shape)` float64."""
+        np.concatenate((physics, warm, ctrl), axis=1, out=self.head)
+        self._run(self.native.step(None, self.nstep, _NONE))
+        np.copyto(outs[0], self.physics)
+        np.copyto(outs[1], self.warm)
+        for i, b in self.bound:
+            np.copyto(outs[2 + i], b)
+        if self.rne_slot >= 0:
+            self._rne(outs[2 + self.rne_slot])
+
+    def forward_into(self, physics: np.ndarray, outs: Sequence[np.ndarray]) -> None:
+        """`mj_forward` at `(B, nphysics)` states with zero warm start and controls."""
+        self.head[:, self.engine.nphysics :] = 0.0
+        np.copyto(self.physics, physics)
+        self._run(self.native.forward(None, _ACC))
+        for i, b in self.bound:
+            np.copyto(outs[i], b)
+        if self.rne_slot >= 0:
+            outs[self.rne_slot][...] = 0.0  # `mj_resetData` zeroes it; `mj_forward` leaves it
+
+    def _rne(self, out: np.ndarray) -> None:
+        m, d, get = self.engine.model, self.data, self.native.get_data
+        rne = mujoco.mj_rnePostConstraint
+        for i in range(self.B):
+            get(i, d)
+            rne(m, d)
+            out[i] = d.cfrc_ext

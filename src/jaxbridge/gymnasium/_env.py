@@ -1,0 +1,250 @@
+"""`MujocoFuncEnv`: one of gymnasium's MuJoCo environments as pure JAX functions of a state.
+
+The state (`EnvState`) is what gymnasium's `MjData` carries from one step to the next; a
+transition is one host call (`Calls.step`) that returns the next physics state, warm start and
+derived fields together, and everything else (observation, reward, termination, info) is JAX.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from gymnasium import spaces
+from gymnasium.experimental.functional import FuncEnv
+
+from jaxbridge.mujoco._model import mj
+
+from ._calls import Calls
+from ._engine import Engine
+from ._tasks import EnvState, Task
+
+__all__ = ["MujocoFuncEnv"]
+
+mujoco: Any = mj
+
+
+class MujocoFuncEnv(FuncEnv):
+    """A gymnasium MuJoCo v5 environment as a `FuncEnv` of pure JAX functions.
+
+    Build one with `jaxbridge.gymnasium.make(env_id, **kwargs)`. Every method is a pure
+    function of its arguments, traceable under `jit`, `vmap`, `scan` and `grad`: the state is
+    an `EnvState` pytree of arrays, and a `vmap` over states is one MuJoCo batch call per step.
+
+    Under `jax.vmap` the host receives `(B, ·)` float64 rows (nested vmaps are flattened into
+    one batch). Numbers match gymnasium's to rounding with x64 on (`jax.enable_x64`); without
+    it the state is float32, MuJoCo still computes in float64, and the results are rounded.
+    Derivatives (`jvp`, `grad`, `jacfwd`, `jacrev`, and their `vmap`s) of `transition`, and
+    hence of a return, are central differences of the MuJoCo step in qpos, qvel, the warm
+    start and the action (see "Gradients" in docs/gymnasium.md); time and `steps` have none.
+
+    Attributes:
+        env_id: the gymnasium id, e.g. `"Hopper-v5"`.
+        model: the `mujoco.MjModel` (edits are seen by later calls).
+        frame_skip: physics steps per environment step.
+        dt: `model.opt.timestep * frame_skip`.
+        max_episode_steps: the step count at which `step` reports `truncated`.
+        observation_space: gymnasium's `Box`, float64.
+        action_space: gymnasium's `Box` of the actuators' control range, float32.
+    """
+
+    def __init__(
+        self,
+        env_id: str,
+        model: Any,
+        task_type: type[Task],
+        kwargs: dict[str, Any],
+        max_episode_steps: int,
+    ):
+        self.env_id = env_id
+        self.model = model
+        self.frame_skip = int(kwargs["frame_skip"])
+        self.dt = float(model.opt.timestep) * self.frame_skip
+        self.kwargs = dict(kwargs)
+        self.max_episode_steps = int(max_episode_steps)
+        self.task = task_type(model, self.kwargs, self.dt)
+        self.engine = Engine(model, self.frame_skip, self.task.fields)
+        self.calls = Calls(self.engine)
+        self.nq, self.nv, self.nu = int(model.nq), int(model.nv), int(model.nu)
+        self.nphysics = self.engine.nphysics
+        bounds = np.array(model.actuator_ctrlrange, dtype=np.float32)
+        self.action_space = spaces.Box(low=bounds[:, 0], high=bounds[:, 1], dtype=np.float32)
+        n = self.task.obs_size()
+        self.observation_space = spaces.Box(-np.inf, np.inf, shape=(n,), dtype=np.float64)
+        super().__init__()
+
+    def __repr__(self) -> str:
+        return f"jaxbridge.gymnasium.make({self.env_id!r})"
+
+    # -- states -------------------------------------------------------------------------
+
+    def make_state(self, qpos: Any, qvel: Any, *, time: Any = 0.0, steps: Any = 0) -> EnvState:
+        """The state gymnasium's `set_state(qpos, qvel)` leaves after `mj_resetData`: derived
+        fields from `mj_forward`, zero warm start, `cfrc_ext` zero. Differentiable in `qpos`
+        and `qvel` (central differences of the forward pass).
+
+        Args:
+            qpos: `(nq,)` positions.
+            qvel: `(nv,)` velocities.
+            time: the simulation time.
+            steps: the step count of the episode.
+
+        Returns:
+            An `EnvState`.
+        """
+        qpos, qvel = jnp.asarray(qpos), jnp.asarray(qvel)
+        dtype = jnp.result_type(qpos, qvel, float)
+        if qpos.shape != (self.nq,) or qvel.shape != (self.nv,):
+            raise ValueError(
+                f"`{self!r}.make_state` takes qpos of shape ({self.nq},) and qvel of shape "
+                f"({self.nv},); got {qpos.shape} and {qvel.shape}. Use `jax.vmap` for a batch."
+            )
+        head = jnp.reshape(jnp.asarray(time, dtype), (1,))
+        rest = jnp.zeros((self.nphysics - 1 - self.nq - self.nv,), dtype)
+        physics = jnp.concatenate([head, qpos.astype(dtype), qvel.astype(dtype), rest])
+        values = self.calls.forward(physics) if self.engine.fields else ()
+        fields: dict[str, jax.Array] = dict(zip(self.engine.fields, values))
+        return EnvState(
+            physics, jnp.zeros((self.nv,), dtype), fields, jnp.asarray(steps, jnp.int32)
+        )
+
+    def state_from_gymnasium(self, env: Any) -> EnvState:
+        """The state of a live gymnasium environment of this id, after its `reset` or any step.
+
+        Args:
+            env: what `gymnasium.make(env_id, ...)` returned (its `TimeLimit` wrapper gives
+                the step count; an unwrapped environment counts as step 0), made with the
+                same keywords as this environment.
+
+        Returns:
+            An `EnvState` of float64 arrays (float32 without x64).
+
+        Raises:
+            TypeError: `env` is not a MuJoCo environment with this model's sizes.
+        """
+        inner = env.unwrapped
+        model: Any = getattr(inner, "model", None)
+        data: Any = getattr(inner, "data", None)
+        if not isinstance(model, mujoco.MjModel) or (model.nq, model.nv, model.nu) != (
+            self.nq,
+            self.nv,
+            self.nu,
+        ):
+            raise TypeError(
+                f"`{self!r}.state_from_gymnasium(env)` needs a gymnasium MuJoCo environment "
+                f"of this model (nq={self.nq}, nv={self.nv}, nu={self.nu}); got "
+                f"{type(inner).__name__}. Make it with `gymnasium.make({self.env_id!r}, ...)`."
+            )
+        physics = np.empty(self.nphysics)
+        mujoco.mj_getState(model, data, physics, int(mujoco.mjtState.mjSTATE_FULLPHYSICS))
+        fields = {n: jnp.asarray(np.array(getattr(data, n))) for n in self.engine.fields}
+        return EnvState(
+            jnp.asarray(physics),
+            jnp.asarray(np.array(data.qacc_warmstart)),
+            fields,
+            jnp.asarray(_elapsed_steps(env), jnp.int32),
+        )
+
+    # -- FuncEnv ------------------------------------------------------------------------
+
+    def initial(self, rng: Any, params: Any = None) -> EnvState:
+        """A state from gymnasium's reset distribution (`reset_model`) for key `rng`."""
+        del params
+        dtype = jnp.zeros(()).dtype  # float64 with x64
+        qpos, qvel = self.task.sample(rng, dtype)
+        return self.make_state(qpos, qvel)
+
+    def transition(self, state: EnvState, action: Any, rng: Any, params: Any = None) -> EnvState:
+        """`do_simulation(action, frame_skip)`: one host call."""
+        del rng, params
+        ctrl = self._action(state, action)
+        physics, warm, *values = self.calls.step(state.physics, state.warmstart, ctrl)
+        fields = dict(zip(self.engine.fields, values))
+        return EnvState(physics, warm, fields, state.steps + 1)
+
+    def observation(self, state: EnvState, rng: Any = None, params: Any = None) -> jax.Array:
+        del rng, params
+        return self.task.observation(state)
+
+    def reward(
+        self, state: EnvState, action: Any, next_state: EnvState, rng: Any = None, params=None
+    ) -> jax.Array:
+        del rng, params
+        return self.task.reward(state, self._action(state, action), next_state)[0]
+
+    def terminal(self, state: EnvState, rng: Any = None, params: Any = None) -> jax.Array:
+        del rng, params
+        return self.task.terminated(state)
+
+    def truncated(self, state: EnvState) -> jax.Array:
+        """Whether gymnasium's `TimeLimit` truncates at this state's step count."""
+        return state.steps >= self.max_episode_steps
+
+    def state_info(self, state: EnvState, params: Any = None) -> dict[str, jax.Array]:
+        """gymnasium's reset info at `state`."""
+        del params
+        return self.task.reset_info(state)
+
+    def transition_info(
+        self, state: EnvState, action: Any, next_state: EnvState, params: Any = None
+    ) -> dict[str, jax.Array]:
+        """gymnasium's step info of `state -> next_state`."""
+        del params
+        return self.task.reward(state, self._action(state, action), next_state)[1]
+
+    def _action(self, state: EnvState, action: Any) -> jax.Array:
+        action = jnp.asarray(action)
+        if action.shape != (self.nu,):
+            raise ValueError(
+                f"`{self!r}`: the action must have shape ({self.nu},); got {action.shape}. "
+                "Use `jax.vmap` for a batch of environments."
+            )
+        return action.astype(state.physics.dtype)
+
+    # -- gymnasium's Env API, functionally ----------------------------------------------
+
+    def reset(self, rng: Any) -> tuple[EnvState, jax.Array, dict[str, jax.Array]]:
+        """`(state, obs, info)` of gymnasium's `reset`, the state drawn with key `rng`."""
+        state = self.initial(rng)
+        return state, self.observation(state), self.state_info(state)
+
+    def step(self, state: EnvState, action: Any, rng: Any = None) -> tuple[Any, ...]:
+        """`(state, obs, reward, terminated, truncated, info)` of gymnasium's `step` (with its
+        `TimeLimit`); never resets."""
+        nxt = self.transition(state, action, rng)
+        reward, info = self.task.reward(state, self._action(state, action), nxt)
+        return (
+            nxt,
+            self.observation(nxt),
+            reward,
+            self.terminal(nxt),
+            self.truncated(nxt),
+            info,
+        )
+
+    def autoreset_step(self, state: EnvState, action: Any, rng: Any) -> tuple[Any, ...]:
+        """`step`, then a reset where the episode ended, in the same call: gymnasium's
+        `AutoresetMode.SAME_STEP`.
+
+        Returns `(state, obs, reward, terminated, truncated, info)`: reward, terminated,
+        truncated and info are the step's; where it terminated or truncated, `state` and `obs`
+        are a new episode's (drawn with `rng`), and `info["final_obs"]` holds the step's own
+        observation (equal to `obs` elsewhere).
+        """
+        nxt, obs, reward, terminated, truncated, info = self.step(state, action)
+        done = terminated | truncated
+        fresh = self.initial(rng)
+        state_out = jax.tree_util.tree_map(lambda a, b: jnp.where(done, a, b), fresh, nxt)
+        obs_out = jnp.where(done, self.observation(fresh), obs)
+        return state_out, obs_out, reward, terminated, truncated, {**info, "final_obs": obs}
+
+
+def _elapsed_steps(env: Any) -> int:
+    """The `TimeLimit` wrapper's step count of a wrapped gymnasium environment, or 0."""
+    while env is not None:
+        if hasattr(env, "_elapsed_steps") and env._elapsed_steps is not None:
+            return int(env._elapsed_steps)
+        env = getattr(env, "env", None)
+    return 0

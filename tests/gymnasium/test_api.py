@@ -1,0 +1,139 @@
+"""`make`, the FuncEnv methods under jit/vmap/scan, autoreset and gymnasium's registry."""
+
+from __future__ import annotations
+
+import gymnasium
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import close, close_info, jg
+
+from jaxbridge.gymnasium import _engine
+
+
+def test_make_rejects_unknown_ids_and_keywords():
+    with pytest.raises(ValueError, match="unknown environment id 'Hopper-v4'.*Walker2d-v5"):
+        jg.make("Hopper-v4")
+    with pytest.raises(ValueError, match="unknown keyword.*ctrl_cost.*healthy_angle_range"):
+        jg.make("Hopper-v5", ctrl_cost=1.0)
+    with pytest.raises(ValueError, match="do not render"):
+        jg.make("Hopper-v5", render_mode="human")
+
+
+def test_max_episode_steps_default_is_gymnasiums():
+    assert jg.make("Hopper-v5").max_episode_steps == 1000
+    assert jg.make("Hopper-v5", max_episode_steps=7).max_episode_steps == 7
+
+
+def test_spaces_are_gymnasiums():
+    env, g = jg.make("Hopper-v5"), gymnasium.make("Hopper-v5")
+    assert env.observation_space == g.observation_space
+    assert env.action_space == g.action_space
+
+
+def _gym_batch(env_id, n, seed):
+    envs = [gymnasium.make(env_id) for _ in range(n)]
+    for i, g in enumerate(envs):
+        g.reset(seed=seed + i)
+    return envs
+
+
+def test_vmap_is_one_batch_call_and_matches_each_env(x64, monkeypatch):
+    env, n = jg.make("Hopper-v5"), 3
+    envs = _gym_batch("Hopper-v5", n, 10)
+    states = [env.state_from_gymnasium(g) for g in envs]
+    state = jax.tree_util.tree_map(lambda *a: jnp.stack(a), *states)
+    calls = []
+    original = _engine.Rows.step_into
+
+    def counted(self, *args):
+        calls.append(self.B)
+        return original(self, *args)
+
+    monkeypatch.setattr(_engine.Rows, "step_into", counted)
+    step = jax.jit(jax.vmap(env.step))
+    rng = np.random.default_rng(1)
+    for t in range(8):
+        a = rng.uniform(-1, 1, (n, env.nu))
+        state, obs, r, term, trunc, info = step(state, a)
+        for i, g in enumerate(envs):
+            o2, r2, *_, inf2 = g.step(a[i])
+            close(obs[i], o2, f"env {i} step {t}")
+            close(r[i], r2, f"env {i} step {t} reward")
+            close_info({k: v[i] for k, v in info.items()}, inf2, f"env {i} step {t}")
+    assert calls == [n] * 8
+
+
+def test_scan_of_vmap_matches_stepwise(x64):
+    env = jg.make("Hopper-v5")
+    keys = jax.random.split(jax.random.key(3), 4)
+    state, _, _ = jax.vmap(env.reset)(keys)
+    acts = jnp.asarray(np.random.default_rng(2).uniform(-1, 1, (6, 4, env.nu)))
+
+    def body(s, a):
+        s, o, r, *_ = jax.vmap(env.step)(s, a)
+        return s, (o, r)
+
+    _, (obs, rew) = jax.jit(lambda s, u: jax.lax.scan(body, s, u))(state, acts)
+    s = state
+    for t in range(6):
+        s, o, r, *_ = jax.jit(jax.vmap(env.step))(s, acts[t])
+        np.testing.assert_array_equal(o, obs[t])
+        np.testing.assert_array_equal(r, rew[t])
+
+
+def test_step_never_resets_and_counts_steps(x64):
+    env = jg.make("Hopper-v5", max_episode_steps=3)
+    state, _, _ = env.reset(jax.random.key(0))
+    truncs = []
+    for _ in range(4):
+        state, _, _, _, trunc, _ = env.step(state, jnp.zeros(env.nu))
+        truncs.append(bool(trunc))
+    assert truncs == [False, False, True, True]
+    assert int(state.steps) == 4
+
+
+def test_autoreset_step_keeps_the_final_observation(x64):
+    env = jg.make("Hopper-v5", max_episode_steps=2)
+    state, _, _ = env.reset(jax.random.key(0))
+    step = jax.jit(env.autoreset_step)
+    a = jnp.zeros(env.nu)
+    state, obs, _, _, trunc, info = step(state, a, jax.random.key(1))
+    assert not bool(trunc)
+    np.testing.assert_array_equal(obs, info["final_obs"])
+    before = state
+    state, obs, _, _, trunc, info = step(state, a, jax.random.key(2))
+    assert bool(trunc) and int(state.steps) == 0
+    # the final observation is the step's own; the returned one the new episode's
+    expected = env.step(before, a)[1]
+    np.testing.assert_array_equal(info["final_obs"], expected)
+    fresh = env.initial(jax.random.key(2))
+    np.testing.assert_array_equal(obs, env.observation(fresh))
+    np.testing.assert_array_equal(state.physics, fresh.physics)
+
+
+def test_registration_make_and_make_vec(x64):
+    e = gymnasium.make("jaxbridge/Hopper-v5")
+    assert isinstance(e.unwrapped, gymnasium.envs.functional_jax_env.FunctionalJaxEnv)
+    obs, info = e.reset(seed=0)
+    assert obs.shape == (11,) and "x_position" in info
+    obs, r, term, trunc, info = e.step(np.zeros(3))
+    assert isinstance(r, float) and "reward_ctrl" in info
+    v = gymnasium.make_vec("jaxbridge/Hopper-v5", num_envs=3)
+    assert isinstance(v, jg.MujocoVectorEnv) and v.func_env.max_episode_steps == 1000
+    obs, info = v.reset(seed=0)
+    obs, r, term, trunc, info = v.step(np.zeros((3, 3)))
+    assert obs.shape == (3, 11) and r.shape == (3,) and info["final_obs"].shape == (3, 11)
+
+
+def test_initial_is_gymnasiums_reset_distribution(x64):
+    """Hopper's reset: init_qpos/qvel plus U(-0.005, 0.005) noise on every coordinate."""
+    env, g = jg.make("Hopper-v5"), gymnasium.make("Hopper-v5")
+    states = jax.vmap(env.initial)(jax.random.split(jax.random.key(0), 2000))
+    u = g.unwrapped
+    x = np.asarray(states.physics[:, 1:]) - np.concatenate([u.init_qpos, u.init_qvel])
+    assert np.all(np.abs(x) <= 0.005) and np.abs(x).max() > 0.0049
+    np.testing.assert_allclose(x.mean(0), 0.0, atol=0.0005)
+    np.testing.assert_allclose(x.std(0), 0.005 / np.sqrt(3), rtol=0.08)
+    assert int(states.steps.max()) == 0
