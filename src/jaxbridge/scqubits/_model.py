@@ -327,7 +327,11 @@ def _constant(matrix: Any, dim: int) -> Terms:
     return Terms([fixed(m)], lambda p: [jnp.ones(())])
 
 
-def model(obj: Any) -> Model:
+def _is_a(obj: Any, name: str) -> bool:
+    return any(c.__module__.startswith("scqubits") and c.__name__ == name for c in type(obj).__mro__)
+
+
+def model(obj: Any) -> Any:
     """JAX functions of a scqubits qubit's parameters: one line instead of a bridge.
 
     Args:
@@ -353,6 +357,10 @@ def model(obj: Any) -> Model:
         >>> jax.config.update("jax_enable_x64", False)
     """
     kind = type(obj).__name__
+    if _is_a(obj, "HilbertSpace"):
+        from ._hilbertspace import HilbertSpaceModel
+
+        return HilbertSpaceModel(obj)
     for cls in type(obj).__mro__:
         if cls.__module__.startswith("scqubits") and cls.__name__ in BUILDERS:
             return Model(obj, BUILDERS[cls.__name__](obj))

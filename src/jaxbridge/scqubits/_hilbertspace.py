@@ -1,0 +1,438 @@
+"""`jaxbridge.scqubits.model(hilbertspace)`: a scqubits `HilbertSpace` as JAX functions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import _hs_errors as _errors
+from ._composite import Composite, ExprTerm, Factor, ProductTerm, Term
+from ._expr import has_complex_literal
+from ._lookup import dressed_indices, energy_at
+from ._solvers import dressed_eigh, dressed_eigvalsh
+from ._subsystems import Part, part
+
+if TYPE_CHECKING:  # jaxtyping is a test-time dependency only
+    from jaxtyping import Array, Float, Inexact, Int
+
+    Matrices = Inexact[Array, "*batch n n"]
+    Levels = Float[Array, "*batch k"]
+    Vectors = Inexact[Array, "*batch n k"]
+    Energies = Float[Array, "*batch"]
+    Indices = Int[Array, "*batch"]
+
+ParamsArg = Mapping[str, Any] | None
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, int | float | complex | np.number) and not isinstance(x, bool)
+
+
+def _number(x: Any) -> float | complex:
+    """A real default stays real; a complex one with a nonzero imaginary part is complex."""
+    z = complex(x)
+    return z if z.imag != 0 else z.real
+
+
+def _read_terms(hs: Any, parts: list[Part]) -> tuple[list[Term], list[Any]]:
+    """Each interaction term as a `Term`, and its default entry of `params["g"]`."""
+    import qutip
+    from scqubits.core.hilbert_space import InteractionTerm, InteractionTermStr
+
+    terms: list[Term] = []
+    defaults: list[Any] = []
+    for t, term in enumerate(hs.interaction_list):
+        where = f"interaction term {t}"
+        if isinstance(term, qutip.Qobj):
+            raise ValueError(_errors.HS_QOBJ.format(index=t))
+        if isinstance(term, InteractionTerm):
+            g = _number(term.g_strength)
+            factors = [
+                Factor(s, parts[s].operator(op, f"{where}, operator {j + 1}"))
+                for j, (s, op) in enumerate(term.operator_list)
+            ]
+
+            def coefficient(P: Any, t: int = t) -> Any:
+                return P["g"][t]
+
+            terms.append(
+                ProductTerm(coefficient, factors, bool(term.add_hc), isinstance(g, complex))
+            )
+            defaults.append(g)
+        elif isinstance(term, InteractionTermStr):
+            if term.id_wrapped_operator_list:
+                names = [name for name, _ in term.id_wrapped_operator_list]
+                raise ValueError(_errors.HS_WRAPPED.format(index=t, names=names))
+            ops = {
+                name: Factor(s, parts[s].operator(op, f"{where}, operator `{name}`"))
+                for s, name, op in term.operator_list
+            }
+            const: dict[str, Any] = dict(term.const)
+            numeric = {k: _number(v) for k, v in const.items() if _is_number(v)}
+            others = {k: v for k, v in const.items() if not _is_number(v)}
+
+            def constants(P: Any, t: int = t, others: dict = others) -> dict[str, Any]:
+                return {**others, **P["g"][t]}
+
+            is_complex = has_complex_literal(term.expr) or any(
+                isinstance(v, complex) for v in numeric.values()
+            )
+            terms.append(ExprTerm(term.expr, ops, constants, bool(term.add_hc), is_complex))
+            defaults.append(numeric)
+        else:
+            raise TypeError(_errors.HS_TERM_TYPE.format(index=t, got=type(term).__name__))
+    return terms, defaults
+
+
+class HilbertSpaceModel:
+    """JAX functions of a scqubits `HilbertSpace`'s subsystem parameters and couplings.
+
+    Made by `jaxbridge.scqubits.model(hilbertspace)`, which reads the `HilbertSpace` once
+    (subsystems, truncations, interaction terms). Every method takes `params`, a dict like
+    `params` with some of its entries: `params[id_str]` a dict of some of that subsystem's
+    parameters, `params["g"]` a list with one entry per interaction term (None keeps one) or a
+    dict from term index to entry. Missing entries keep the object's values; values may be
+    arrays, which broadcast together and lead every result. Every method works under
+    `jax.jit`, `jax.vmap`, `jax.grad`, `jax.jacfwd` and `jax.hessian` (float64 needs
+    `jax_enable_x64`). Derivatives pass through each subsystem's bare eigenvectors with the
+    requested-levels rule (`eigh_k`), so degeneracies above a subsystem's `truncated_dim` do
+    not make them NaN.
+
+    Bare eigenvectors are fixed up to a phase by LAPACK, and scqubits keeps whatever phase
+    its solver returns; this model makes the largest component of each (in the first half of
+    the vector, as scqubits' `standardize_phases`) real and positive. The Hamiltonian matrix
+    thus equals scqubits' `hs.hamiltonian()` after flipping those phases; the dressed levels,
+    labels and energies do not depend on them.
+
+    Attributes:
+        params: `{id_str: {name: value}, ..., "g": [...]}` at the object's values; a `g=`
+            term's entry is its `g_strength`, an `expr=` term's the dict of its numeric `const`
+            values.
+        dim: the composite dimension, the product of the `truncated_dim`s.
+        subsystem_dims: the `truncated_dim`s.
+    """
+
+    def __init__(self, hs: Any) -> None:
+        import scqubits
+
+        parts = [part(s) for s in hs]
+        if any(p.id_str == "g" for p in parts):
+            raise ValueError(_errors.HS_ID_STR)
+        self._ids = [p.id_str for p in parts]
+        terms, g_defaults = _read_terms(hs, parts)
+        self._composite = Composite(parts, terms, lambda P, s: P[self._ids[s]])
+        self.params: dict[str, Any] = {p.id_str: dict(p.defaults) for p in parts}
+        self.params["g"] = g_defaults
+        self.dim: int = self._composite.dim
+        self.subsystem_dims: list[int] = list(self._composite.dims)
+        self._threshold = float(scqubits.settings.OVERLAP_THRESHOLD)
+        self._ignore_low_overlap = bool(getattr(hs, "_ignore_low_overlap", False))
+        self._compiled = jax.jit(self._evaluate, static_argnames=("what", "k", "extra"))
+        jax.eval_shape(lambda P: self._composite.hamiltonian(P), self._values(None, "model"))
+
+    def __repr__(self) -> str:
+        return f"jaxbridge.scqubits.HilbertSpaceModel({self._ids}, dim={self.dim})"
+
+    # -- parameters and batching
+
+    def _values(self, params: ParamsArg, method: str) -> dict[str, Any]:
+        given = dict(params or {})
+        unknown = sorted(set(given) - set(self.params))
+        if unknown:
+            raise ValueError(
+                _errors.HS_UNKNOWN_KEY.format(method=method, names=unknown, known=self._ids)
+            )
+        real = jnp.zeros(()).dtype
+        out: dict[str, Any] = {}
+        for id_str in self._ids:
+            sub = dict(given.get(id_str) or {})
+            bad = sorted(set(sub) - set(self.params[id_str]))
+            if bad:
+                known = sorted(self.params[id_str])
+                raise ValueError(
+                    _errors.HS_UNKNOWN_PARAM.format(
+                        method=method, names=bad, id_str=id_str, known=known
+                    )
+                )
+            out[id_str] = {
+                k: _leaf(sub.get(k, d), d, real, method, f"`params[{id_str!r}][{k!r}]`")
+                for k, d in self.params[id_str].items()
+            }
+        out["g"] = self._g_values(given.get("g"), real, method)
+        return out
+
+    def _g_values(self, given: Any, real: Any, method: str) -> list[Any]:
+        defaults = self.params["g"]
+        n = len(defaults)
+        if given is None:
+            given = [None] * n
+        elif isinstance(given, Mapping):
+            if not set(given) <= set(range(n)):
+                raise ValueError(_errors.HS_G_LENGTH.format(method=method, n=n, got=given))
+            given = [given.get(i) for i in range(n)]
+        elif not isinstance(given, list | tuple) or len(given) != n:
+            raise ValueError(_errors.HS_G_LENGTH.format(method=method, n=n, got=given))
+        out: list[Any] = []
+        for t, (value, default) in enumerate(zip(given, defaults)):
+            where = f'`params["g"][{t}]`'
+            if isinstance(default, dict):
+                value = {} if value is None else value
+                if not isinstance(value, Mapping) or not set(value) <= set(default):
+                    raise ValueError(
+                        _errors.HS_G_CONST.format(
+                            method=method, index=t, known=sorted(default), got=value
+                        )
+                    )
+                out.append(
+                    {
+                        k: _leaf(value.get(k, d), d, real, method, f"{where}[{k!r}]")
+                        for k, d in default.items()
+                    }
+                )
+            else:
+                out.append(_leaf(default if value is None else value, default, real, method, where))
+        return out
+
+    def _run(self, what: str, params: ParamsArg, k: int = 0, extra: Any = None) -> Any:
+        return self._compiled(self._values(params, what), what=what, k=k, extra=extra)
+
+    def _evaluate(self, values: dict[str, Any], *, what: str, k: int, extra: Any) -> Any:
+        comp = self._composite
+
+        def one(P: dict[str, Any]) -> Any:
+            if what in ("bare_eigenvals", "bare_eigensys"):
+                w, v = comp.parts[extra].esys(P[self._ids[extra]], k)
+                if what == "bare_eigenvals":
+                    return w
+                return w, jnp.eye(
+                    comp.parts[extra].native_dim, k, dtype=w.dtype
+                ) if v is None else v
+            h = comp.hamiltonian(P)
+            if what == "hamiltonian":
+                return h
+            if what == "eigenvals":
+                return dressed_eigvalsh(h, k)
+            w, v = dressed_eigh(h, k)
+            if what == "eigensys":
+                return w, v
+            labels = dressed_indices(v, self._threshold, self._ignore_low_overlap)
+            index = labels[extra[0]]
+            energy = energy_at(w, index)
+            if extra[1]:  # subtract_ground
+                energy = energy - w[0]
+            return index, energy
+
+        return _map(one, values)
+
+    # -- argument checks
+
+    def _count(self, evals_count: Any, method: str, most: int) -> int:
+        if not isinstance(evals_count, int | np.integer) or not 1 <= evals_count <= most:
+            raise ValueError(
+                _errors.HS_EVALS_COUNT.format(method=method, most=most, got=evals_count)
+            )
+        return int(evals_count)
+
+    def _subsystem(self, id_str: str, method: str) -> int:
+        if id_str not in self._ids:
+            raise ValueError(_errors.HS_ID.format(method=method, got=id_str, known=self._ids))
+        return self._ids.index(id_str)
+
+    def _bare_position(self, bare: Any, method: str) -> int:
+        dims = self.subsystem_dims
+        ok = isinstance(bare, tuple | list) and len(bare) == len(dims)
+        ok = ok and all(isinstance(b, int | np.integer) and 0 <= b < d for b, d in zip(bare, dims))
+        if not ok:
+            raise ValueError(
+                _errors.HS_BARE.format(method=method, got=bare, n=len(dims), dims=dims)
+            )
+        return int(np.ravel_multi_index(tuple(int(b) for b in bare), dims))
+
+    # -- the public methods
+
+    def hamiltonian(self, params: ParamsArg = None) -> Matrices:
+        """The composite Hamiltonian in the bare product basis.
+
+        Args:
+            params: as in the class docstring; None keeps the object's values.
+
+        Returns:
+            `(*batch, D, D)`, D = `dim`: scqubits' `hs.hamiltonian()` at the same values, up to
+            the phases of the bare eigenvectors (see the class docstring); complex where a
+            subsystem, an operator or a coupling is.
+
+        Example:
+            >>> import scqubits, jaxbridge.scqubits as jbq
+            >>> tmon = scqubits.Transmon(EJ=20.0, EC=0.3, ng=0.0, ncut=10, truncated_dim=3)
+            >>> osc = scqubits.Oscillator(E_osc=6.0, truncated_dim=4)
+            >>> hs = scqubits.HilbertSpace([tmon, osc])
+            >>> hs.add_interaction(g=0.1, op1=tmon.n_operator, op2=osc.creation_operator,
+            ...                    add_hc=True)
+            >>> jbq.model(hs).hamiltonian().shape
+            (12, 12)
+        """
+        return self._run("hamiltonian", params)
+
+    def eigenvals(self, params: ParamsArg = None, evals_count: int = 6) -> Levels:
+        """The `evals_count` lowest dressed levels, ascending (scqubits' `hs.eigenvals()`).
+
+        Args:
+            params: as in the class docstring.
+            evals_count: how many levels (static), at most `dim`.
+
+        Returns:
+            `(*batch, evals_count)`. Without derivatives LAPACK's subset solver runs on the
+            host; derivatives are Hellmann-Feynman on the dressed states, carried through the
+            bare eigenvectors.
+        """
+        k = self._count(evals_count, "eigenvals", self.dim)
+        return self._run("eigenvals", params, k)
+
+    def eigensys(self, params: ParamsArg = None, evals_count: int = 6) -> tuple[Levels, Vectors]:
+        """The `evals_count` lowest dressed levels and states (scqubits' `hs.eigensys()`).
+
+        Args:
+            params: as in the class docstring.
+            evals_count: how many levels (static), at most `dim`.
+
+        Returns:
+            `(evals, evecs)`: `(*batch, k)` and `(*batch, D, k)`, `evecs[..., :, j]` dressed
+            state j in the bare product basis (scqubits' order: the last subsystem's index
+            runs fastest), each fixed up to a phase.
+        """
+        k = self._count(evals_count, "eigensys", self.dim)
+        return self._run("eigensys", params, k)
+
+    def bare_eigenvals(
+        self, id_str: str, params: ParamsArg = None, evals_count: int | None = None
+    ) -> Levels:
+        """One subsystem's bare levels (scqubits' `subsystem.eigenvals()` at `params`).
+
+        Args:
+            id_str: the subsystem's `id_str`.
+            params: as in the class docstring.
+            evals_count: how many levels (static); None: its `truncated_dim`.
+
+        Returns:
+            `(*batch, evals_count)`.
+        """
+        s = self._subsystem(id_str, "bare_eigenvals")
+        p = self._composite.parts[s]
+        most = p.dim if p.native_dim == p.dim else p.native_dim
+        k = self._count(p.dim if evals_count is None else evals_count, "bare_eigenvals", most)
+        return self._run("bare_eigenvals", params, k, s)
+
+    def bare_eigensys(
+        self, id_str: str, params: ParamsArg = None, evals_count: int | None = None
+    ) -> tuple[Levels, Vectors]:
+        """One subsystem's bare levels and eigenvectors in its own basis, phases fixed.
+
+        Args:
+            id_str: the subsystem's `id_str`.
+            params: as in the class docstring.
+            evals_count: how many levels (static); None: its `truncated_dim`.
+
+        Returns:
+            `(evals, evecs)`: `(*batch, k)` and `(*batch, N, k)`; the identity's columns for an
+            oscillator, whose basis is its eigenbasis.
+        """
+        s = self._subsystem(id_str, "bare_eigensys")
+        p = self._composite.parts[s]
+        k = self._count(
+            p.dim if evals_count is None else evals_count, "bare_eigensys", p.native_dim
+        )
+        return self._run("bare_eigensys", params, k, s)
+
+    def dressed_index(
+        self, bare: tuple[int, ...], params: ParamsArg = None, evals_count: int | None = None
+    ) -> Indices:
+        """The dressed index scqubits' `generate_lookup` gives the bare product state `bare`.
+
+        Args:
+            bare: one bare level per subsystem (static), e.g. `(1, 0)`.
+            params: as in the class docstring.
+            evals_count: None labels all `dim` dressed states, as `HilbertSpace.generate_lookup`;
+                an integer labels the lowest `evals_count`, as a `ParameterSweep` with that
+                `evals_count`.
+
+        Returns:
+            `(*batch,)` int32, -1 where no dressed state has `bare` as its label (scqubits'
+            None). A discrete choice: it has no derivative.
+        """
+        return self._lookup("dressed_index", bare, params, evals_count, False)[0]
+
+    def energy_by_bare_index(
+        self,
+        bare: tuple[int, ...],
+        params: ParamsArg = None,
+        evals_count: int | None = None,
+        subtract_ground: bool = False,
+    ) -> Energies:
+        """The dressed energy labelled by `bare` (scqubits' `energy_by_bare_index`).
+
+        Args:
+            bare: one bare level per subsystem (static).
+            params: as in the class docstring.
+            evals_count: as for `dressed_index`.
+            subtract_ground: subtract the dressed ground-state energy.
+
+        Returns:
+            `(*batch,)`, NaN where no dressed state has the label. Differentiable: the label is
+            held fixed, so the dispersive shift `E11 - E10 - E01 + E00` and its gradient follow.
+
+        Example:
+            >>> import jax, scqubits, jaxbridge.scqubits as jbq
+            >>> jax.config.update("jax_enable_x64", True)
+            >>> tmon = scqubits.Transmon(EJ=20.0, EC=0.3, ng=0.0, ncut=10, truncated_dim=3,
+            ...                          id_str="tmon")
+            >>> osc = scqubits.Oscillator(E_osc=6.0, truncated_dim=4, id_str="osc")
+            >>> hs = scqubits.HilbertSpace([tmon, osc])
+            >>> hs.add_interaction(g=0.1, op1=tmon.n_operator, op2=osc.creation_operator,
+            ...                    add_hc=True)
+            >>> m = jbq.model(hs)
+            >>> def chi(p):
+            ...     e = lambda b: m.energy_by_bare_index(b, p)
+            ...     return e((1, 1)) - e((1, 0)) - e((0, 1)) + e((0, 0))
+            >>> hs.generate_lookup()
+            >>> want = (hs.energy_by_bare_index((1, 1)) - hs.energy_by_bare_index((1, 0))
+            ...         - hs.energy_by_bare_index((0, 1)) + hs.energy_by_bare_index((0, 0)))
+            >>> bool(abs(chi(None) - want) < 1e-9)
+            True
+            >>> sorted(jax.grad(chi)({"tmon": {"EJ": 20.0}, "g": [0.1]}))
+            ['g', 'tmon']
+            >>> jax.config.update("jax_enable_x64", False)
+        """
+        return self._lookup(
+            "energy_by_bare_index", bare, params, evals_count, bool(subtract_ground)
+        )[1]
+
+    def _lookup(
+        self, method: str, bare: Any, params: ParamsArg, evals_count: Any, subtract: bool
+    ) -> tuple[jax.Array, jax.Array]:
+        position = self._bare_position(bare, method)
+        k = self.dim if evals_count is None else self._count(evals_count, method, self.dim)
+        return self._run("lookup", params, k, (position, subtract))
+
+
+def _leaf(value: Any, default: Any, real: Any, method: str, where: str) -> jax.Array:
+    x = jnp.asarray(value)
+    if isinstance(default, complex):
+        target = jnp.complex128 if real == jnp.float64 else jnp.complex64
+        return x if x.dtype == target else x.astype(target)
+    if jnp.iscomplexobj(x):
+        raise ValueError(_errors.HS_COMPLEX.format(method=method, where=where))
+    return x if x.dtype == real else x.astype(real)
+
+
+def _map(fn: Callable[[Any], Any], values: Any) -> Any:
+    leaves, tree = jax.tree.flatten(values)
+    shape = jnp.broadcast_shapes(*(x.shape for x in leaves))
+    if not shape:
+        return fn(values)
+    flat = [jnp.broadcast_to(x, shape).reshape(-1) for x in leaves]
+    out = jax.vmap(lambda xs: fn(jax.tree.unflatten(tree, xs)))(flat)
+    return jax.tree.map(lambda x: x.reshape(shape + x.shape[1:]), out)

@@ -1,0 +1,199 @@
+"""The subsystems of a `HilbertSpace`: each one's bare spectrum and operators as JAX functions.
+
+A `Part` gives, at one parameter point, the `truncated_dim` lowest bare levels, the bare
+eigenvectors in the subsystem's own basis (None for an oscillator, whose basis is its
+eigenbasis), and any operator in that basis. Qubits reuse `model(obj)`'s Hamiltonian and
+operators; their eigenvectors come from `eigh_k`, whose derivatives involve only the requested
+levels, with a fixed phase convention (see `fix_phases`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import scipy.sparse as sparse
+
+from . import _hs_errors as _errors
+from ._eigh import eigh_k
+from ._solvers import is_tridiagonal, tridiagonal_eigh_k
+from ._terms import Fixed, Params, Terms, cast_fixed, complex_of, fixed
+
+# A resolved operator: a function of the subsystem's params returning its matrix, and whether
+# that matrix is complex.
+Operator = tuple[Callable[[Params], jax.Array], bool]
+
+
+def as_matrix(op: Any) -> np.ndarray:
+    """A dense NumPy matrix from a NumPy array, a SciPy sparse matrix or a qutip `Qobj`."""
+    if hasattr(op, "full"):
+        return np.asarray(op.full())
+    return np.asarray(op.toarray() if sparse.issparse(op) else op)
+
+
+def fix_phases(v: jax.Array) -> jax.Array:
+    """Each column times the phase that makes one chosen component real and positive.
+
+    The component is the one of largest modulus in the first half of the column (scqubits'
+    `extract_phase` rule, which avoids the mirror-image ties of parity-symmetric states), or
+    in the whole column where the first half is (nearly) empty. The choice is discrete and
+    carries no derivative; the phase itself is differentiated.
+    """
+    n, k = v.shape
+    a = jnp.abs(jax.lax.stop_gradient(v))
+    half = max(n // 2, 1)
+    first = a[:half]
+    use_first = jnp.max(first, axis=0) > 1e-3 * jnp.max(a, axis=0)
+    pivot_at = jnp.where(use_first, jnp.argmax(first, axis=0), jnp.argmax(a, axis=0))
+    pivot = v[pivot_at, jnp.arange(k)]
+    if jnp.iscomplexobj(v):
+        return v * (jnp.conj(pivot) / jnp.abs(pivot))[None, :]
+    return v * jnp.sign(jax.lax.stop_gradient(pivot))[None, :]
+
+
+class Part:
+    """One subsystem: `defaults` (its params), `dim` (truncated), `native_dim`."""
+
+    def __init__(self, obj: Any, defaults: dict[str, Any], native_dim: int) -> None:
+        self.obj = obj
+        self.id_str: str = obj.id_str
+        self.kind = type(obj).__name__
+        self.defaults = defaults
+        self.dim = int(obj.truncated_dim)
+        self.native_dim = native_dim
+        self.is_complex = False
+
+    def esys(self, p: Params, k: int) -> tuple[jax.Array, jax.Array | None]:
+        raise NotImplementedError
+
+    def operator(self, op: Any, where: str) -> Operator:
+        """Resolves `op` (a bound operator method, or a matrix in the subsystem's basis)."""
+        if callable(op) and not hasattr(op, "shape") and not hasattr(op, "full"):
+            if getattr(op, "__self__", None) is not self.obj:
+                raise ValueError(_errors.HS_CALLABLE.format(where=where, got=op))
+            return self.named(op.__name__, where)
+        m = as_matrix(op)
+        if m.shape != (self.native_dim, self.native_dim):
+            raise ValueError(
+                _errors.HS_OPERATOR_SHAPE.format(
+                    where=where, id_str=self.id_str, dim=self.native_dim, got=m.shape
+                )
+            )
+        return (lambda p, m=m: jnp.asarray(m)), bool(np.iscomplexobj(m))
+
+    def named(self, name: str, where: str) -> Operator:
+        raise NotImplementedError
+
+
+class QubitPart(Part):
+    """A qubit or Circuit through its `Model`'s Hamiltonian and operators."""
+
+    def __init__(self, obj: Any, model: Any) -> None:
+        super().__init__(obj, dict(model.params), model.dim)
+        self.model = model
+        self.terms: Terms = model._spec.terms
+        self.is_complex = self.terms.is_complex
+        ops = self.terms.operators
+        self.tridiagonal = not self.is_complex and all(isinstance(o, Fixed) for o in ops)
+        self.tridiagonal = self.tridiagonal and is_tridiagonal(
+            [cast_fixed(o).matrix.toarray() for o in ops]
+        )
+        if not 1 <= self.dim <= self.native_dim:
+            raise ValueError(
+                _errors.HS_TRUNCATED_DIM.format(
+                    id_str=self.id_str, got=self.dim, dim=self.native_dim
+                )
+            )
+
+    def esys(self, p: Params, k: int) -> tuple[jax.Array, jax.Array | None]:
+        h = self.terms.dense(p)
+        w, v = tridiagonal_eigh_k(h, k) if self.tridiagonal else eigh_k(h, k)
+        return w, fix_phases(v)
+
+    def named(self, name: str, where: str) -> Operator:
+        try:
+            terms = self.model._operator_terms(name)
+        except ValueError as error:
+            raise ValueError(f"{where}: {error}") from error
+        return terms.dense, terms.is_complex
+
+
+class GenericQubitPart(QubitPart):
+    """`GenericQubit`: H = E sigma_z / 2 on two levels."""
+
+    def __init__(self, obj: Any) -> None:
+        sz = np.asarray(obj.sz_operator(), dtype=float)
+        Part.__init__(self, obj, {"E": float(obj.E)}, 2)
+        self.terms = Terms([fixed(sz)], lambda p: [0.5 * p["E"]])
+        self.is_complex, self.tridiagonal = False, False
+
+    def named(self, name: str, where: str) -> Operator:
+        if name not in ("sx_operator", "sy_operator", "sz_operator", "sp_operator", "sm_operator"):
+            known = ["sx_operator", "sy_operator", "sz_operator", "sp_operator", "sm_operator"]
+            raise ValueError(_errors.HS_UNKNOWN_OPERATOR.format(
+                where=where, id_str=self.id_str, name=name, known=known))  # fmt: skip
+        m = np.asarray(getattr(self.obj, name)())
+        return (lambda p, m=m: jnp.asarray(m)), bool(np.iscomplexobj(m))
+
+
+class OscillatorPart(Part):
+    """`Oscillator` and `KerrOscillator`: levels in closed form, Fock basis = eigenbasis."""
+
+    def __init__(self, obj: Any) -> None:
+        defaults = {"E_osc": float(obj.E_osc)}
+        self.kerr = hasattr(obj, "K")
+        if self.kerr:
+            defaults["K"] = float(obj.K)
+        if obj.l_osc is not None:
+            defaults["l_osc"] = float(obj.l_osc)
+        super().__init__(obj, defaults, int(obj.truncated_dim))
+
+    def esys(self, p: Params, k: int) -> tuple[jax.Array, jax.Array | None]:
+        n = jnp.arange(k, dtype=jnp.asarray(p["E_osc"]).dtype)
+        if self.kerr:
+            return (p["E_osc"] + p["K"]) * n - p["K"] * n**2, None
+        return p["E_osc"] * n, None
+
+    def named(self, name: str, where: str) -> Operator:
+        d = self.dim
+        a = np.diag(np.sqrt(np.arange(1.0, d)), k=1)
+        if name == "annihilation_operator":
+            return (lambda p: jnp.asarray(a)), False
+        if name == "creation_operator":
+            return (lambda p: jnp.asarray(a.T)), False
+        if name in ("phi_operator", "n_operator") and "l_osc" not in self.defaults:
+            raise ValueError(_errors.HS_NO_L_OSC.format(where=where, id_str=self.id_str, name=name))
+        if name == "phi_operator":
+            x = (a + a.T) / np.sqrt(2)
+            return (lambda p: p["l_osc"] * jnp.asarray(x)), False
+        if name == "n_operator":
+            y = (a.T - a) / np.sqrt(2)
+            return (
+                lambda p: (1j * jnp.asarray(y, complex_of(p["l_osc"].dtype))) / p["l_osc"]
+            ), True
+        known = ["annihilation_operator", "creation_operator", "n_operator", "phi_operator"]
+        raise ValueError(_errors.HS_UNKNOWN_OPERATOR.format(
+            where=where, id_str=self.id_str, name=name, known=known))  # fmt: skip
+
+
+def part(obj: Any) -> Part:
+    """The `Part` of one subsystem of a `HilbertSpace`."""
+    names = [c.__name__ for c in type(obj).__mro__ if c.__module__.startswith("scqubits")]
+    if "Oscillator" in names:
+        return OscillatorPart(obj)
+    if "GenericQubit" in names:
+        return GenericQubitPart(obj)
+    if getattr(obj, "hierarchical_diagonalization", False):
+        raise ValueError(_errors.HS_HD_SUBSYSTEM.format(id_str=obj.id_str))
+    from ._model import model
+
+    try:
+        m = model(obj)
+    except TypeError as error:
+        raise TypeError(
+            _errors.HS_SUBSYSTEM.format(id_str=getattr(obj, "id_str", "?"), got=type(obj).__name__)
+        ) from error
+    return QubitPart(obj, m)
