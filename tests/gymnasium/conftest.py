@@ -40,10 +40,11 @@ def lockstep(
     seed: int = 0,
     max_episode_steps: int | None = None,
     action_scale: float = 1.0,
-) -> int:
+) -> dict[str, float]:
     """Steps ours and gymnasium's with the same random actions for `steps` steps, resetting
     gymnasium where an episode ends and taking its state; asserts every number of every step.
-    Returns the number of episodes that ended."""
+    Returns the number of episodes that ended (`"ended"`) and, for an environment that reads
+    contact forces, the largest `|cfrc_ext|` met (`"cfrc_ext"`)."""
     extra = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
     env = jg.make(env_id, **kwargs, **extra)
     g = gymnasium.make(env_id, **kwargs, **extra)
@@ -53,7 +54,7 @@ def lockstep(
     state = env.state_from_gymnasium(g)
     close(observation(state, None), obs, f"{env_id} reset obs")
     close_info(env.state_info(state), info, f"{env_id} reset")
-    ended = 0
+    stats = {"ended": 0.0}
     low, high = g.action_space.low, g.action_space.high
     for t in range(steps):
         a = action_scale * rng.uniform(low, high).astype(np.float64)
@@ -64,10 +65,13 @@ def lockstep(
         close(r, r2, what + " reward")
         assert bool(term) == term2 and bool(trunc) == trunc2, (what, term, term2, trunc, trunc2)
         close_info(inf, inf2, what)
+        if "cfrc_ext" in state.fields:
+            seen = float(np.abs(state.fields["cfrc_ext"]).max())
+            stats["cfrc_ext"] = max(stats.get("cfrc_ext", 0.0), seen)
         if term2 or trunc2:
-            ended += 1
+            stats["ended"] += 1
             obs, info = g.reset(seed=seed + t + 1)
             state = env.state_from_gymnasium(g)
             close(observation(state, None), obs, what + " reset obs")
     g.close()
-    return ended
+    return stats

@@ -8,7 +8,6 @@ default). The rendering keywords are accepted and have no effect on the numbers.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
 from typing import Any
@@ -38,13 +37,9 @@ _RENDERING = ("width", "height", "camera_id", "camera_name", "max_geom", "visual
 
 
 def _tasks() -> dict[str, type[Task]]:
-    import importlib
+    from . import _arms, _bodies
 
-    out = dict(TASKS)
-    for name in ("_bodies", "_arms"):
-        with contextlib.suppress(ImportError):
-            out.update(importlib.import_module(f"{__package__}.{name}").TASKS)
-    return out
+    return {**TASKS, **_bodies.TASKS, **_arms.TASKS}
 
 
 @functools.cache
