@@ -137,3 +137,31 @@ def test_initial_is_gymnasiums_reset_distribution(x64):
     np.testing.assert_allclose(x.mean(0), 0.0, atol=0.0005)
     np.testing.assert_allclose(x.std(0), 0.005 / np.sqrt(3), rtol=0.08)
     assert int(states.steps.max()) == 0
+
+
+def test_autoreset_forwards_only_the_new_episodes(x64, monkeypatch):
+    """Reacher reads body positions: a new episode's come from `mj_forward` of its rows only."""
+    env = jg.make("Reacher-v5", max_episode_steps=2)
+    keys = jax.random.split(jax.random.key(0), 3)
+    state, _, _ = jax.vmap(env.reset)(keys)
+    state = state._replace(steps=jnp.asarray([0, 1, 0], jnp.int32))  # the second one truncates
+    forwarded = []
+    original = _engine.Rows.forward_into
+
+    def counted(self, physics, outs, ids=None):
+        forwarded.append(None if ids is None else ids.tolist())
+        return original(self, physics, outs, ids)
+
+    monkeypatch.setattr(_engine.Rows, "forward_into", counted)
+    a = jnp.asarray(np.random.default_rng(0).uniform(-1, 1, (3, 2)))
+    new_keys = jax.random.split(jax.random.key(1), 3)
+    out, obs, _, _, trunc, info = jax.jit(jax.vmap(env.autoreset_step))(state, a, new_keys)
+    assert trunc.tolist() == [False, True, False] and forwarded == [[1]]
+    stepped = jax.vmap(env.step)(state, a)
+    fresh = env.initial(new_keys[1])
+    for i in (0, 2):
+        np.testing.assert_array_equal(out.fields["xpos"][i], stepped[0].fields["xpos"][i])
+        np.testing.assert_array_equal(obs[i], stepped[1][i])
+    np.testing.assert_array_equal(out.fields["xpos"][1], fresh.fields["xpos"])
+    np.testing.assert_array_equal(obs[1], env.observation(fresh))
+    np.testing.assert_array_equal(info["final_obs"], stepped[1])

@@ -124,6 +124,11 @@ class Calls:
         self._forward_host = jaxbridge.host(
             _host(e.forward, 1), vmap="vectorized", result=forward_result
         )
+        self._forward_where = jaxbridge.host(
+            _forward_where(e),
+            vmap="vectorized",
+            result=lambda physics, where: forward_result(physics),
+        )
         self._step_jacobian = jaxbridge.host(
             _host(e.step_jacobian, 3, single=True),
             vmap="vectorized",
@@ -161,6 +166,12 @@ class Calls:
     def _forward_primal(self, physics):
         return tuple(self._forward_host(physics))
 
+    def forward_where(self, physics: jax.Array, where: jax.Array) -> tuple[jax.Array, ...]:
+        """`forward` where `where` is set, zeros elsewhere; no derivative (an autoreset's new
+        episodes, whose states do not depend on the old ones)."""
+        physics = jax.lax.stop_gradient(physics)
+        return tuple(self._forward_where(physics, where))
+
     def _forward_jvp(self, primals, tangents):
         (physics,), (dphysics,) = primals, tangents
         out = self._forward_primal(physics)
@@ -176,6 +187,16 @@ class Calls:
             pieces.append(flat[offset : offset + n].reshape(a.shape))
             offset += n
         return pieces
+
+
+def _forward_where(engine: Engine) -> Callable[..., Any]:
+    def gymnasium_forward_where(physics: np.ndarray, where: np.ndarray) -> list[np.ndarray]:
+        lead = physics.shape[:-1]
+        rows = np.ascontiguousarray(physics.reshape(-1, physics.shape[-1]), np.float64)
+        mask = np.broadcast_to(where, lead).reshape(-1)
+        return [v.reshape((*lead, *v.shape[1:])) for v in engine.forward_where(rows, mask)]
+
+    return gymnasium_forward_where
 
 
 def _host(fn: Callable[..., Any], nargs: int, single: bool = False) -> Callable[..., Any]:

@@ -97,6 +97,16 @@ class Engine:
         self.rows(B).forward_into(physics, outs)
         return outs
 
+    def forward_where(self, physics: np.ndarray, where: np.ndarray) -> list[np.ndarray]:
+        """`forward` of the rows of `(B, nphysics)` `physics` where `(B,)` `where` is set (an
+        autoreset's new episodes); zeros elsewhere. No MuJoCo call where none is set."""
+        B = physics.shape[0]
+        outs = [np.zeros((B, *self.shapes[n])) for n in self.fields]
+        ids = np.flatnonzero(where).astype(np.int32)
+        if ids.size:
+            self.rows(B).forward_into(physics, outs, ids)
+        return outs
+
     def step_jacobian(self, physics: np.ndarray, warm: np.ndarray, ctrl: np.ndarray) -> np.ndarray:
         """`(B, nout, nin)` central differences of `step`'s outputs (qpos and qvel, warm start,
         fields, flattened) in its inputs (qpos and qvel, warm start, controls), all `2 nin`
@@ -196,13 +206,19 @@ class Rows:
         if self.rne_slot >= 0:
             self._rne(outs[2 + self.rne_slot])
 
-    def forward_into(self, physics: np.ndarray, outs: Sequence[np.ndarray]) -> None:
-        """`mj_forward` at `(B, nphysics)` states with zero warm start and controls."""
+    def forward_into(
+        self, physics: np.ndarray, outs: Sequence[np.ndarray], ids: np.ndarray | None = None
+    ) -> None:
+        """`mj_forward` at `(B, nphysics)` states with zero warm start and controls (of the
+        rows `ids` only, where given; the other rows of `outs` are left as they are)."""
         self.head[:, self.engine.nphysics :] = 0.0
         np.copyto(self.physics, physics)
-        self._run(self.native.forward(None, _ACC))
+        self._run(self.native.forward(ids, _ACC))
         for i, b in self.bound:
-            np.copyto(outs[i], b)
+            if ids is None:
+                np.copyto(outs[i], b)
+            else:
+                outs[i][ids] = b[ids]
         if self.rne_slot >= 0:
             outs[self.rne_slot][...] = 0.0  # `mj_resetData` zeroes it; `mj_forward` leaves it
 

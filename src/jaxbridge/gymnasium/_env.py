@@ -101,14 +101,17 @@ class MujocoFuncEnv(FuncEnv):
                 f"`{self!r}.make_state` takes qpos of shape ({self.nq},) and qvel of shape "
                 f"({self.nv},); got {qpos.shape} and {qvel.shape}. Use `jax.vmap` for a batch."
             )
-        head = jnp.reshape(jnp.asarray(time, dtype), (1,))
-        rest = jnp.zeros((self.nphysics - 1 - self.nq - self.nv,), dtype)
-        physics = jnp.concatenate([head, qpos.astype(dtype), qvel.astype(dtype), rest])
+        physics = self._physics(qpos.astype(dtype), qvel.astype(dtype), time)
         values = self.calls.forward(physics) if self.engine.fields else ()
         fields: dict[str, jax.Array] = dict(zip(self.engine.fields, values))
         return EnvState(
             physics, jnp.zeros((self.nv,), dtype), fields, jnp.asarray(steps, jnp.int32)
         )
+
+    def _physics(self, qpos: jax.Array, qvel: jax.Array, time: Any) -> jax.Array:
+        head = jnp.reshape(jnp.asarray(time, qpos.dtype), (1,))
+        rest = jnp.zeros((self.nphysics - 1 - self.nq - self.nv,), qpos.dtype)
+        return jnp.concatenate([head, qpos, qvel, rest])
 
     def state_from_gymnasium(self, env: Any) -> EnvState:
         """The state of a live gymnasium environment of this id, after its `reset` or any step.
@@ -235,10 +238,27 @@ class MujocoFuncEnv(FuncEnv):
         """
         nxt, obs, reward, terminated, truncated, info = self.step(state, action)
         done = terminated | truncated
-        fresh = self.initial(rng)
+        fresh = self._fresh(rng, done)
         state_out = jax.tree_util.tree_map(lambda a, b: jnp.where(done, a, b), fresh, nxt)
         obs_out = jnp.where(done, self.observation(fresh), obs)
         return state_out, obs_out, reward, terminated, truncated, {**info, "final_obs": obs}
+
+    def _fresh(self, rng: Any, done: jax.Array) -> EnvState:
+        """`initial(rng)`, its derived fields computed only where `done` (in one host call of
+        those rows, none where no episode ended; Hopper's and the other qpos-only tasks' need
+        no host call at all)."""
+        if not self.engine.fields:
+            return self.initial(rng)
+        dtype = jnp.zeros(()).dtype
+        qpos, qvel = self.task.sample(rng, dtype)
+        bare = self._physics(qpos, qvel, 0.0)
+        values = self.calls.forward_where(bare, done)
+        return EnvState(
+            bare,
+            jnp.zeros((self.nv,), dtype),
+            dict(zip(self.engine.fields, values)),
+            jnp.zeros((), jnp.int32),
+        )
 
 
 def _elapsed_steps(env: Any) -> int:
