@@ -10,8 +10,9 @@ import pytest
 from test_mujoco_models import GYM, arm, gym, random_states, raw_forward, raw_rollout
 
 from jaxbridge.mujoco import _batched
-from jaxbridge.mujoco._derivatives import QposMap, step_jacobians
+from jaxbridge.mujoco._derivatives import step_jacobians
 from jaxbridge.mujoco._engine import Engine
+from jaxbridge.mujoco._tangent import QposMap
 
 
 @pytest.fixture(autouse=True, params=["batch", "rollout"])
@@ -245,7 +246,7 @@ def test_step_jacobians_on_gym_rk4():
 def test_expected_time_is_mujocos_repeated_addition(N):
     # Bit for bit what MuJoCo computes: time advanced N times by its timestep, on both the
     # Euler path (`time += dt`) and RK4's (`time + h`), from start times that round.
-    from jaxbridge.mujoco._engine import _time_after
+    from jaxbridge.mujoco._divergence import _time_after
 
     rng = np.random.default_rng(N)
     t0 = np.concatenate([[0.0, 0.1, 1e5, 1 / 3], rng.uniform(0, 50, 12)])
@@ -474,8 +475,10 @@ def test_one_step_from_time_zero_without_a_replay_each(
     mujoco.mj_getState(model, d, origin, mujoco.mjtState.mjSTATE_FULLPHYSICS)
     S[[4, 7]], U[[4, 7]] = origin, 0.0  # from the reset state, zero controls
     replays = []
-    replay = engine._replay_warns
-    monkeypatch.setattr(engine, "_replay_warns", lambda *a: replays.append(1) or replay(*a))
+    replay = engine.divergence.replay_warns
+    monkeypatch.setattr(
+        engine.divergence, "replay_warns", lambda *a: replays.append(1) or replay(*a)
+    )
     states, _, diverged = engine.rollout(S, U, 1)
     expect = [raw_warns(model, S[i], U[i]) for i in range(B)]
     assert diverged.tolist() == expect
@@ -507,8 +510,10 @@ def test_one_step_from_time_zero_on_the_humanoid(tmp_path, monkeypatch):
     U = np.random.default_rng(4).uniform(-0.4, 0.4, (7, 1, model.nu))
     U[3] = 0.0
     replays = []
-    replay = engine._replay_warns
-    monkeypatch.setattr(engine, "_replay_warns", lambda *a: replays.append(1) or replay(*a))
+    replay = engine.divergence.replay_warns
+    monkeypatch.setattr(
+        engine.divergence, "replay_warns", lambda *a: replays.append(1) or replay(*a)
+    )
     states, _, diverged = engine.rollout(S, U, 1)
     assert diverged.tolist() == [raw_warns(model, S[i], U[i]) for i in range(7)]
     assert diverged.tolist() == [i in (1, 4) for i in range(7)] and len(replays) <= 2

@@ -22,7 +22,7 @@ import pytest
 from test_mujoco_models import FULL, gym
 
 from jaxbridge.mujoco import Simulator, _batched, _warmstart
-from jaxbridge.mujoco._simulator import _WARMSTART_CHANGED
+from jaxbridge.mujoco._rollout import _WARMSTART_CHANGED
 
 ENVS = (
     "Ant-v5",

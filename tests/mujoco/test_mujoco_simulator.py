@@ -425,10 +425,10 @@ def test_the_closed_loops_own_callback_equals_the_generic_one(monkeypatch, x64):
     """`step`'s own `buffer_callback` function (no `vmap`, a `vmap` of one, a batch) gives
     what the generic host call gives, bit for bit: NaN for a diverged element, the others
     unaffected, and an error raised as a host error naming the function."""
-    from jaxbridge.mujoco import _simulator
+    from jaxbridge.mujoco import _step
 
     made = []
-    own = _simulator._StepBatching.buffer_call
+    own = _step.StepBatching.buffer_call
 
     def counting(self, call, in_shapes, out_shapes):
         fn = own(self, call, in_shapes, out_shapes)
@@ -455,19 +455,19 @@ def test_the_closed_loops_own_callback_equals_the_generic_one(monkeypatch, x64):
             jax.jit(jax.vmap(sim.step, in_axes=(0, None)))(S, U[0, 0]),
         )
 
-    monkeypatch.setattr(_simulator._StepBatching, "buffer_call", counting)
+    monkeypatch.setattr(_step.StepBatching, "buffer_call", counting)
     fast = loops()
     assert made == [True, True, True, False]
-    monkeypatch.setattr(_simulator._StepBatching, "buffer_call", lambda *a: None)
-    sim._step_hosts.clear()  # new host calls, lowered anew through the generic call
+    monkeypatch.setattr(_step.StepBatching, "buffer_call", lambda *a: None)
+    sim._step._hosts.clear()  # new host calls, lowered anew through the generic call
     generic = loops()
     for a, b in zip(jax.tree.leaves(fast), jax.tree.leaves(generic)):
         np.testing.assert_array_equal(a, b)
     final = fast[2][0]
     assert jnp.isnan(final[1]).all() and jnp.isfinite(final[jnp.array([0, 2])]).all()
     assert jnp.isnan(fast[0][0]).all() and jnp.isfinite(fast[1][0]).all()
-    monkeypatch.setattr(_simulator._StepBatching, "buffer_call", own)
-    sim._step_hosts.clear()
+    monkeypatch.setattr(_step.StepBatching, "buffer_call", own)
+    sim._step._hosts.clear()
 
     def broken(*args):
         raise RuntimeError("the engine broke")
@@ -482,5 +482,5 @@ def test_the_closed_loops_own_callback_equals_the_generic_one(monkeypatch, x64):
         with pytest.raises(Exception) as info:  # XLA's error, carrying the host error's text
             jax.block_until_ready(f(*args))
         text = str(info.value)
-        assert "Simulator._host_step" in text and "raised RuntimeError: the engine broke" in text
+        assert "StepCalls._host_step" in text and "raised RuntimeError: the engine broke" in text
         assert 'raise RuntimeError("the engine broke")' in text  # the host traceback line

@@ -3,8 +3,8 @@
 Needs the `mujoco` extra: `pip install jaxbridge[mujoco]`.
 """
 
-from ._engine import DEFAULT_OUTPUTS as DEFAULT_OUTPUTS
 from ._model import load_model as load_model
+from ._outputs import DEFAULT_OUTPUTS as DEFAULT_OUTPUTS
 from ._simulator import Simulator as Simulator
 from ._simulator import Trajectory as Trajectory
 from ._state import StateParts as StateParts

@@ -256,7 +256,7 @@ class BatchSteps:
             whether the rows' Euclidean norm was at most `MAXVAL` before the steps (one sum of
             squares, NaN or Inf in any entry failing it). True rules out a non-finite state and
             a control beyond MuJoCo's limit; where it is false the caller checks the inputs
-            exactly (`Engine._flags`).
+            exactly (`Divergence.flags`).
         """
         e = self._exact_batch(state.shape[0], threads)
         rows = e.rows

@@ -32,15 +32,14 @@ import numpy as np
 from ._derivatives import (
     EPS,
     REFINE,
-    QposMap,
     perturbations,
-    slices,
     split_batch,
     straddle_safe,
 )
 from ._engine import Engine
 from ._model import mujoco as _mujoco
 from ._state import flat
+from ._tangent import QposMap, slices
 
 # The bindings are compiled modules that pyright cannot read: use them untyped.
 mujoco: Any = _mujoco

@@ -25,15 +25,14 @@ import numpy as np
 from ._derivatives import (
     EPS,
     REFINE,
-    QposMap,
-    coordinate_maps,
     perturbations,
-    slices,
     split_batch,
     straddle_safe,
 )
-from ._engine import Engine, any_warning, native_rollout
+from ._engine import Engine
 from ._model import mujoco as _mujoco
+from ._tangent import QposMap, coordinate_maps, slices
+from ._worker import any_warning, native_rollout
 
 mujoco: Any = _mujoco
 MjData = Any
