@@ -165,3 +165,52 @@ def test_autoreset_forwards_only_the_new_episodes(x64, monkeypatch):
     np.testing.assert_array_equal(out.fields["xpos"][1], fresh.fields["xpos"])
     np.testing.assert_array_equal(obs[1], env.observation(fresh))
     np.testing.assert_array_equal(info["final_obs"], stepped[1])
+
+
+def test_state_from_gymnasium_refuses_another_model():
+    env = jg.make("Hopper-v5")
+    g = gymnasium.make("Walker2d-v5")
+    g.reset(seed=0)
+    with pytest.raises(TypeError, match=r"nq=6, nv=6, nu=3.*Walker2dEnv.*gymnasium.make\('Hopper"):
+        env.state_from_gymnasium(g)
+
+
+def test_state_from_gymnasium_reads_the_time_limit_count(x64):
+    env = jg.make("Hopper-v5")
+    g = gymnasium.make("Hopper-v5")
+    g.reset(seed=0)
+    for _ in range(3):
+        g.step(np.zeros(3))
+    state = env.state_from_gymnasium(g)
+    assert int(state.steps) == 3
+    assert float(state.physics[0]) == pytest.approx(g.unwrapped.data.time)
+
+
+def test_no_retrace_on_a_second_call(x64):
+    env = jg.make("Reacher-v5")
+    traces = []
+
+    def f(s, a):
+        traces.append(None)
+        return env.step(s, a)
+
+    step = jax.jit(jax.vmap(f))
+    state, _, _ = jax.vmap(env.reset)(jax.random.split(jax.random.key(0), 2))
+    for _ in range(3):
+        state, *_ = step(state, jnp.zeros((2, 2)))
+    assert len(traces) == 1
+
+
+def test_float32_without_x64_rounds_gymnasiums_numbers():
+    """x64 off: float32 states and observations, MuJoCo's float64 results rounded."""
+    env = jg.make("Hopper-v5")
+    g = gymnasium.make("Hopper-v5")
+    g.reset(seed=0)
+    state = env.state_from_gymnasium(g)
+    assert state.physics.dtype == jnp.float32
+    a = np.asarray([0.5, -0.5, 0.25])
+    _, obs, r, *_ = jax.jit(env.step)(state, jnp.asarray(a, jnp.float32))
+    o2, r2, *_ = g.step(a)
+    assert obs.dtype == jnp.float32
+    np.testing.assert_allclose(obs, o2, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(r, r2, rtol=1e-4)
