@@ -90,10 +90,10 @@ class Composite:
         bare = self.bare(P) if bare is None else bare
         real = bare[0][0].dtype
         dtype = self.dtype(real)
-        energies = jnp.zeros((), real)
-        for w, _ in bare:
-            energies = energies[..., None] + w
-        h = jnp.diag(energies.reshape(-1)).astype(dtype)
+        energies = jnp.zeros((1,), real)
+        for w, _ in bare:  # the last subsystem's index runs fastest, as in qutip's tensor
+            energies = (energies[:, None] + w[None, :]).reshape(-1)
+        h = jnp.diag(energies).astype(dtype)
         cache: dict[int, jax.Array] = {}
 
         def in_eigenbasis(f: Factor) -> jax.Array:

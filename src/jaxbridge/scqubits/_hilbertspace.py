@@ -219,12 +219,7 @@ class HilbertSpaceModel:
             w, v = dressed_eigh(h, k)
             if what == "eigensys":
                 return w, v
-            labels = dressed_indices(v, self._threshold, self._ignore_low_overlap)
-            index = labels[extra[0]]
-            energy = energy_at(w, index)
-            if extra[1]:  # subtract_ground
-                energy = energy - w[0]
-            return index, energy
+            return dressed_indices(v, self._threshold, self._ignore_low_overlap), w
 
         return _map(one, values)
 
@@ -415,7 +410,12 @@ class HilbertSpaceModel:
     ) -> tuple[jax.Array, jax.Array]:
         position = self._bare_position(bare, method)
         k = self.dim if evals_count is None else self._count(evals_count, method, self.dim)
-        return self._run("lookup", params, k, (position, subtract))
+        # One program labels every bare state (compiled once per evals_count); picking one
+        # label and its energy is a gather outside it.
+        labels, w = self._run("lookup", params, k)
+        index = labels[..., position]
+        energy = energy_at(w, index)
+        return index, energy - w[..., 0] if subtract else energy
 
 
 def _leaf(value: Any, default: Any, real: Any, method: str, where: str) -> jax.Array:

@@ -328,7 +328,9 @@ def _constant(matrix: Any, dim: int) -> Terms:
 
 
 def _is_a(obj: Any, name: str) -> bool:
-    return any(c.__module__.startswith("scqubits") and c.__name__ == name for c in type(obj).__mro__)
+    return any(
+        c.__module__.startswith("scqubits") and c.__name__ == name for c in type(obj).__mro__
+    )
 
 
 def model(obj: Any) -> Any:
