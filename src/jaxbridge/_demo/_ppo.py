@@ -1,7 +1,7 @@
 """Stage 5: PPO on Hopper-v5, the main job of an RL user (`examples/08_ppo.py`).
 
 The stage runs the example script itself, so the demo and the example are one program: Flax
-NNX and Optax PPO whose whole update (the rollout of 16 environments with autoreset, GAE and
+NNX and Optax PPO whose whole update (the rollout of 64 environments with autoreset, GAE and
 the epochs of minibatches) is one `jax.jit`-compiled function over
 `jaxbridge.gymnasium.make("Hopper-v5")`, beside the same algorithm stepping gymnasium's own
 `SyncVectorEnv` from a Python loop. The script ships with the source, not the wheel, as the
@@ -39,7 +39,7 @@ def stage(report: list[str], *, quick: bool, out: pathlib.Path) -> None:
         )
     command = [sys.executable, str(script), "--out", str(out)]
     if quick:
-        command += ["--quick", "--only", "jaxbridge", "--steps", "8192"]
+        command += ["--only", "jaxbridge", "--steps", "8192"]  # 4 updates
     env = dict(os.environ, PYTHONUNBUFFERED="1", OPENBLAS_NUM_THREADS="1")
     # The script imports the jaxbridge that runs this, also from a checkout not installed.
     here = str(pathlib.Path(__file__).resolve().parents[2])
