@@ -42,6 +42,8 @@ def test_demo_quick(tmp_path):
         "E_L (GHz): true 1.0000, initial 0.7000, fitted",
         "gradient through eigenvalues of 7 fluxonium Hamiltonians",
         "fitted model against scqubits' own eigenvals at flux 0.25",
+        "PPO on Hopper-v5 with one jitted update over jaxbridge.gymnasium",
+        "| jaxbridge |",
         "Total time",
     ):
         assert line in summary, f"{line!r} not in the summary:\n{summary}"
@@ -59,7 +61,7 @@ def test_demo_quick(tmp_path):
     diff = re.search(r"own eigenvals at flux 0.25: max \|diff\| ([0-9.e+-]+) GHz", summary)
     assert diff and float(diff.group(1)) < 1e-9, summary
     figures = ("vae_losses.png", "vae_poses.png", "transmon_spectrum.png", "transmon_fit.png")
-    for figure in (*figures, "fluxonium_spectrum.png"):
+    for figure in (*figures, "fluxonium_spectrum.png", "ppo_hopper.png"):
         data = (out / figure).read_bytes()
         assert data.startswith(b"\x89PNG") and len(data) > 10_000, figure
     assert "step/s" in result.stderr  # the training progress bars (tqdm writes to stderr)

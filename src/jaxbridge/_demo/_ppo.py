@@ -19,7 +19,16 @@ import sys
 from ._common import needs
 
 #: The lines of the script's output that go into the demo's report.
-_REPORTED = ("| trainer", "| jaxbridge", "| gymnasium", "jaxbridge is", "mean episode return ")
+_REPORTED = (
+    "| trainer",
+    "|---",
+    "| jaxbridge",
+    "| gymnasium",
+    "(the mean return",
+    "jaxbridge trains",
+    "jaxbridge: mean episode return",
+    "gymnasium: mean episode return",
+)
 
 
 def _script() -> pathlib.Path:
