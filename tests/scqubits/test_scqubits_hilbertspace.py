@@ -77,20 +77,31 @@ def expr_cosine_system():
 
 
 def oscillators_and_generic():
+    """GenericQubit, KerrOscillator, Oscillator (with l_osc) and a FluxQubit."""
     q = scq.GenericQubit(E=4.5, id_str="q")
     kerr = scq.KerrOscillator(E_osc=5.0, K=0.1, truncated_dim=4, id_str="kerr")
     osc = scq.Oscillator(E_osc=4.0, l_osc=1.3, truncated_dim=3, id_str="osc")
-    hs = scq.HilbertSpace([q, kerr, osc])
+    # A FluxQubit's Hamiltonian is complex: its bare eigenvectors are, too.
+    fq = scq.FluxQubit(EJ1=1.0, EJ2=1.0, EJ3=0.8, ECJ1=0.016, ECJ2=0.016, ECJ3=0.021, ECg1=0.83,
+                       ECg2=0.83, ng1=0.1, ng2=0.2, flux=0.4, ncut=4, truncated_dim=3, id_str="fq")  # fmt: skip
+    hs = scq.HilbertSpace([q, kerr, osc, fq])
     b = kerr.annihilation_operator()
     hs.add_interaction(g=0.2, op1=q.sx_operator, op2=(b + b.T, kerr))
     hs.add_interaction(g=0.1, op1=kerr.annihilation_operator, op2=osc.creation_operator,
                        add_hc=True)  # fmt: skip
     hs.add_interaction(g=0.05, op1=q.sx_operator, op2=osc.n_operator)
+    hs.add_interaction(g=0.02, op1=fq.n_1_operator, op2=osc.creation_operator, add_hc=True)
     return hs
+
+
+def near_resonance():
+    """Qubit and resonator 0.01 GHz apart: ten bare labels have no dressed state (NaN)."""
+    return transmon_resonator(g=0.3, E_osc=6.6)
 
 
 SYSTEMS = {
     "transmon_resonator": transmon_resonator,
+    "near_resonance": near_resonance,
     "two_fluxonia": two_fluxonia,
     "scqubits_test_system": scqubits_test_system,
     "expr": expr_system,
@@ -136,6 +147,8 @@ def test_values_equal_scqubits(system):
         )  # fmt: skip
     # Every bare label: scqubits' generate_lookup (all dressed states, overlap rule).
     hs.generate_lookup()
+    unlabelled = [b for b in np.ndindex(*hs.subsystem_dims) if hs.dressed_index(b) is None]
+    assert len(unlabelled) == (10 if system is near_resonance else 0)
     for bare in np.ndindex(*hs.subsystem_dims):
         index = hs.dressed_index(bare)
         got = int(m.dressed_index(bare))

@@ -50,7 +50,7 @@ def fix_phases(v: jax.Array) -> jax.Array:
     pivot_at = jnp.where(use_first, jnp.argmax(first, axis=0), jnp.argmax(a, axis=0))
     pivot = v[pivot_at, jnp.arange(k)]
     if jnp.iscomplexobj(v):
-        return v * (jnp.conj(pivot) / jnp.abs(pivot))[None, :]
+        return v * (jnp.conj(pivot) / jnp.abs(pivot).astype(pivot.dtype))[None, :]
     return v * jnp.sign(jax.lax.stop_gradient(pivot))[None, :]
 
 
