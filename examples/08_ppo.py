@@ -371,6 +371,7 @@ def main() -> None:
     parser.add_argument("--only", choices=("jaxbridge", "gymnasium"), help="one trainer")
     parser.add_argument("--out", default="ppo-output", help="folder for the figure")
     args = parser.parse_args()
+    began = time.perf_counter()
     cfg = Config()
     batch = cfg.num_envs * cfg.num_steps
     steps = args.steps or (16 * batch if args.quick else 1_000_000)
@@ -456,6 +457,7 @@ def main() -> None:
             elapsed["jaxbridge"] - setup["jaxbridge"]
         )
         print(f"jaxbridge trains {ratio:.2f}x as many env steps/s as gymnasium's SyncVectorEnv")
+    print(f"whole run, both trainers interleaved: {time.perf_counter() - began:.1f} s")
     figure = plot(curves, pathlib.Path(args.out))
     print(f"learning curves saved to {figure}")
     for name in names:
