@@ -7,24 +7,35 @@ Run: `python benchmarks/batching.py [--quick] [--no-ray]`. Workloads, each over 
   (b) a pure-Python function that holds the GIL (Collatz steps),
   (c) a GIL-releasing NumPy kernel without BLAS (elementwise maths and a sort per element),
   (c+) (c) again, each call right after BLAS work in the calling thread (a matrix product at
-       the process's own BLAS settings), as in a program that mixes both.
+       the process's own BLAS settings), as in a program that mixes both,
+  (d) issue 24's kernel: 64 rows of 300 values, each repeated 1000 times, sin * cos, sorted:
+      a few MiB of temporaries a call, which glibc's main arena gave back to the system after
+      every call and faulted in again, on the calling thread only (`jaxbridge._malloc`).
 
 The reference is what a user writes without JAX: the same function over NumPy arrays on a
-`concurrent.futures.ThreadPoolExecutor(2)` ("hand pool"), and a plain loop. Calls of every
+`concurrent.futures.ThreadPoolExecutor(2)` ("hand pool"), and a plain loop; and, for (c) and
+(d), the same pool mapping the function over the rows inside one `vmap="vectorized"` host call
+(issue 24's reference: the calling thread waits while the pool's two threads work). Calls of every
 method and workload are interleaved in shuffled rounds (load on a shared machine hits each
 alike); the tables show medians, the load average beside them, and the targets.
 
 BLAS keeps the process's settings (this benchmark is about threads): OpenBLAS starts a thread
-per core for each call unless OPENBLAS_NUM_THREADS says otherwise.
+per core for each call unless OPENBLAS_NUM_THREADS says otherwise; the output says which.
+XLA's own thread settings stay at their defaults. `JAXBRIDGE_MALLOPT=0` runs it with glibc's
+dynamic malloc thresholds, as before jaxbridge raised them (the output names the setting).
 """
 
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import json
 import os
 import random
+import resource
 import statistics
+import subprocess
+import sys
 import time
 
 import jax
@@ -45,6 +56,12 @@ def solve(a, b):
 def kernel(x):
     """(c): elementwise maths and a sort, GIL released, no BLAS."""
     return np.sort(np.sin(x) * np.exp(0.01 * x), axis=-1)[..., -1]
+
+
+def repeat_sort(b):
+    """(d): issue 24's kernel, written to work on stacked rows too (for `"vectorized"`)."""
+    y = np.repeat(b, 1000, axis=-1)
+    return np.sort(np.sin(y) * np.cos(y), axis=-1)[..., ::1000].astype(np.float32)
 
 
 def collatz(x):
@@ -78,17 +95,33 @@ def outside_jax(fn, args, result, pool):
     return run
 
 
+def pool_inside(fn, pool):
+    """Issue 24's reference: one host call whose body maps `fn` over its rows on `pool`."""
+
+    def rows(x):
+        return np.stack(list(pool.map(fn, x)))
+
+    return rows
+
+
 def blas_work(w):
     """BLAS in the calling thread at the process's settings: OpenBLAS wakes its own threads."""
     return w @ w
 
 
-def measure(methods, workloads, rounds, blas):
-    """Median seconds of each (method, workload), calls interleaved in shuffled rounds."""
+def measure(methods, workloads, rounds, blas, cost=None):
+    """Median seconds of each (method, workload), calls interleaved in shuffled rounds.
+
+    With a dict `cost`, also fills `cost[m, w]` with the medians of this process's CPU
+    seconds (every thread's; not a worker process's) and minor page faults per call: on a
+    loaded machine they show the work a call costs, which wall time mixes with waiting.
+    """
     pairs = [(m, w) for m in methods for w in workloads if methods[m].get(w) is not None]
     for m, w in pairs:  # compile, start pools, send the functions to the workers
         jax.block_until_ready(methods[m][w]())
     times: dict[tuple[str, str], list[float]] = {p: [] for p in pairs}
+    cpu: dict[tuple[str, str], list[float]] = {p: [] for p in pairs}
+    faults: dict[tuple[str, str], list[int]] = {p: [] for p in pairs}
     shuffle = random.Random(0).shuffle
     for _ in range(rounds):
         shuffle(pairs)
@@ -96,10 +129,92 @@ def measure(methods, workloads, rounds, blas):
             fn = methods[m][w]
             if w == "c+":
                 blas_work(blas)
+            c, f = time.process_time(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt
             t = time.perf_counter()
             jax.block_until_ready(fn())
             times[m, w].append(time.perf_counter() - t)
+            cpu[m, w].append(time.process_time() - c)
+            faults[m, w].append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f)
+    if cost is not None:
+        for p in pairs:
+            cost[p] = (statistics.median(cpu[p]), statistics.median(faults[p]))
     return {p: statistics.median(v) for p, v in times.items()}
+
+
+def setup(opts, only=None):
+    """The workloads' functions, arguments and results; with `only`, that workload's alone
+    (so that no other workload's arrays pass through malloc first)."""
+    batch, n = (64, 128) if opts.quick else (256, 256)
+    # (a) smaller: on a loaded machine OpenBLAS's own threads make a multi-threaded solve slow
+    # by orders of magnitude (they wait for each other at every step), and (a) runs that way
+    # wherever BLAS keeps the process's settings.
+    n_a = n // 2
+    span = 100 if opts.quick else 300
+    rng = np.random.default_rng(0)
+    want = (lambda w: True) if only is None else (lambda w: w == only)
+    fns = {"a": solve, "b": collatz, "c": kernel, "c+": kernel, "d": repeat_sort}
+    args, results = {}, {}
+    if want("a"):
+        a = rng.standard_normal((batch, n_a, n_a)) + n_a * np.eye(n_a)
+        b = rng.standard_normal((batch, n_a))
+        args["a"] = (jnp.asarray(a, jnp.float32), jnp.asarray(b, jnp.float32))
+        results["a"] = jax.ShapeDtypeStruct((n_a,), jnp.float32)
+    if want("b"):
+        starts = jnp.stack([jnp.arange(batch) * span + 1, jnp.full(batch, span)], 1)
+        args["b"] = (starts.astype(jnp.int32),)
+        results["b"] = jax.ShapeDtypeStruct((2,), jnp.int32)
+    for w in ("c", "c+"):
+        if want(w):
+            args[w] = (jnp.asarray(rng.standard_normal((batch, n, n)), jnp.float32),)
+            results[w] = jax.ShapeDtypeStruct((n,), jnp.float32)
+    if want("d"):  # issue 24's size, always
+        args["d"] = (jnp.asarray(rng.standard_normal((64, 300)), jnp.float32),)
+        results["d"] = jax.ShapeDtypeStruct((300,), jnp.float32)
+    fns = {w: fns[w] for w in args}
+    sizes = {"a": f"(a) solve {n_a}", "b": "(b) pure Python", "c": f"(c) kernel {n}x{n}"}
+    sizes |= {"c+": "(c+) after BLAS", "d": "(d) repeat-sort 300"}
+    return fns, args, results, batch, sizes
+
+
+STACKED = ("a", "c", "c+", "d")  # the functions that take stacked rows as they are
+INSIDE = "hand pool in one host call"
+
+
+def run_workload(opts, w, rounds):
+    """One workload's methods, interleaved in a fresh interpreter: medians and costs."""
+    fns, args, results, _, _ = setup(opts, only=w)
+    blas = np.random.default_rng(1).standard_normal((256, 256)) if w == "c+" else None
+    executors: dict = {"sequential": "sequential"}
+    if w in STACKED:
+        executors["vectorized"] = "vectorized"
+    executors[f"Threads({WORKERS})"] = jaxbridge.Threads(WORKERS)
+    if peer("cloudpickle", rows=f"the Processes({WORKERS}) rows"):
+        executors[f"Processes({WORKERS})"] = jaxbridge.Processes(WORKERS)
+    methods: dict[str, dict] = {}
+    for label, vmap in executors.items():
+        f = jax.jit(jax.vmap(jaxbridge.host(fns[w], vmap=vmap, result=results[w])))
+        methods[label] = {w: lambda f=f, x=args[w]: f(*x)}
+    pool = concurrent.futures.ThreadPoolExecutor(WORKERS)
+    if w in ("c", "d"):
+        f = jaxbridge.host(pool_inside(fns[w], pool), vmap="vectorized", result=results[w])
+        methods[INSIDE] = {w: lambda f=jax.jit(jax.vmap(f)), x=args[w]: f(*x)}
+    methods["hand pool (no JAX)"] = {w: outside_jax(fns[w], args[w], results[w], pool)}
+    methods["loop (no JAX)"] = {w: outside_jax(fns[w], args[w], results[w], None)}
+
+    # Every method's numbers, once: a fast wrong answer would be worse than a slow one.
+    for label, by_workload in methods.items():
+        # A vectorised LAPACK solve may round differently from one solve at a time.
+        same = np.testing.assert_allclose if w == "a" else np.testing.assert_array_equal
+        same(np.asarray(by_workload[w]()), np.asarray(methods["sequential"][w]()), err_msg=label)
+
+    cost: dict = {}
+    median = measure(methods, [w], rounds, blas, cost)
+    pool.shutdown()
+    return {
+        "median": {m: median[m, w] for m, _ in median},
+        "cost": {m: cost[m, w] for m, _ in cost},
+        "settings": settings(),
+    }
 
 
 def main():
@@ -107,99 +222,86 @@ def main():
     parser.add_argument("--quick", action="store_true", help="small sizes, three rounds")
     parser.add_argument("--no-ray", action="store_true", help="skip Ray")
     parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds (9; 3 quick)")
+    parser.add_argument("--workload", help=argparse.SUPPRESS)  # a child's one workload
     opts = parser.parse_args()
-    batch, n, rounds = (64, 128, 3) if opts.quick else (256, 256, 9)
-    rounds = opts.rounds or rounds
-    # (a) smaller: on a loaded machine OpenBLAS's own threads make a multi-threaded solve slow
-    # by orders of magnitude (they wait for each other at every step), and (a) runs that way
-    # wherever BLAS keeps the process's settings.
-    n_a = n // 2
-    span = 100 if opts.quick else 300
+    rounds = opts.rounds or (3 if opts.quick else 9)
+    if opts.workload:
+        print(json.dumps(run_workload(opts, opts.workload, rounds)))
+        return
 
-    rng = np.random.default_rng(0)
-    a = jnp.asarray(rng.standard_normal((batch, n_a, n_a)) + n_a * np.eye(n_a), jnp.float32)
-    b = jnp.asarray(rng.standard_normal((batch, n_a)), jnp.float32)
-    starts = jnp.stack([jnp.arange(batch) * span + 1, jnp.full(batch, span)], 1).astype(jnp.int32)
-    c = jnp.asarray(rng.standard_normal((batch, n, n)), jnp.float32)
-    blas = rng.standard_normal((256, 256))
-    args = {"a": (a, b), "b": (starts,), "c": (c,), "c+": (c,)}
-    fns = {"a": solve, "b": collatz, "c": kernel, "c+": kernel}
-    results = {
-        "a": jax.ShapeDtypeStruct((n_a,), jnp.float32),
-        "b": jax.ShapeDtypeStruct((2,), jnp.int32),
-        "c": jax.ShapeDtypeStruct((n,), jnp.float32),
-        "c+": jax.ShapeDtypeStruct((n,), jnp.float32),
-    }
+    # glibc's malloc thresholds follow a process's history (a freed block raises them for
+    # good), so one workload's temporaries would change how another's allocate: each runs in
+    # an interpreter of its own, its methods interleaved there.
+    fns, args, results, batch, sizes = setup(opts)
     workloads = list(fns)
-
-    executors: dict = {
-        "sequential": "sequential",
-        f"Threads({WORKERS})": jaxbridge.Threads(WORKERS),
-    }
-    if peer("cloudpickle", rows=f"the Processes({WORKERS}) rows"):
-        executors[f"Processes({WORKERS})"] = jaxbridge.Processes(WORKERS)
-    methods: dict[str, dict] = {}
-    for label, vmap in executors.items():
-        methods[label] = {}
-        for w in workloads:
-            f = jax.jit(jax.vmap(jaxbridge.host(fns[w], vmap=vmap, result=results[w])))
-            methods[label][w] = lambda f=f, x=args[w]: f(*x)
-    pool = concurrent.futures.ThreadPoolExecutor(WORKERS)
-    methods["hand pool (no JAX)"] = {
-        w: outside_jax(fns[w], args[w], results[w], pool) for w in workloads
-    }
-    methods["loop (no JAX)"] = {
-        w: outside_jax(fns[w], args[w], results[w], None) for w in workloads
-    }
-
-    # Every method's numbers, once: a fast wrong answer would be worse than a slow one.
-    for label, by_workload in methods.items():
-        for w, fn in by_workload.items():
-            np.testing.assert_array_equal(
-                np.asarray(fn()), np.asarray(methods["sequential"][w]()), err_msg=f"{label} {w}"
-            )
-
+    flags = [*(["--quick"] if opts.quick else []), "--rounds", str(rounds)]
     load = os.getloadavg()
-    median = measure(methods, workloads, rounds, blas)
+    by_workload = {}
+    for w in workloads:
+        done = subprocess.run(
+            [sys.executable, __file__, "--workload", w, *flags],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode:
+            sys.exit(f"workload {w} failed:\n{done.stdout}{done.stderr}")
+        by_workload[w] = json.loads(done.stdout.strip().splitlines()[-1])
     load_after = os.getloadavg()
-    pool.shutdown()
+    median = {(m, w): t for w, r in by_workload.items() for m, t in r["median"].items()}
+    cost = {(m, w): c for w, r in by_workload.items() for m, c in r["cost"].items()}
+    methods = list(dict.fromkeys(m for m, _ in median))
     base = {w: median["sequential", w] for w in workloads}
     hand = {w: median["hand pool (no JAX)", w] for w in workloads}
+
+    def cell(label, w):
+        if (label, w) not in median:
+            return "-"
+        return f"{median[label, w] * 1e3:.1f} ms, {base[w] / median[label, w]:.2f}x"
+
+    def vs_hand(label, w):
+        return f"{hand[w] / median[label, w]:.2f}" if (label, w) in median else "-"
+
+    compared = ("c", "c+", "d")
     rows = [
-        (
-            label,
-            *(
-                f"{median[label, w] * 1e3:.1f} ms, {base[w] / median[label, w]:.2f}x"
-                for w in workloads
-            ),
-            *(f"{hand[w] / median[label, w]:.2f}" for w in ("c", "c+")),
-        )
+        (label, *(cell(label, w) for w in workloads), *(vs_hand(label, w) for w in compared))
         for label in methods
     ]
     print(
         table(
-            f"{batch} elements, {WORKERS} workers, {rounds} interleaved rounds (medians); "
-            f"load average {load[0]:.2f} before, {load_after[0]:.2f} after, "
-            f"{os.cpu_count()} CPUs",
+            f"{batch} elements ((d): 64), {WORKERS} workers, {rounds} interleaved rounds "
+            f"(medians; each workload in its own interpreter); load average {load[0]:.2f} "
+            f"before, {load_after[0]:.2f} after, {os.cpu_count()} CPUs; "
+            f"{by_workload[workloads[0]]['settings']}",
             rows,
-            (
-                "method",
-                f"(a) solve {n_a}",
-                "(b) pure Python",
-                f"(c) kernel {n}x{n}",
-                "(c+) after BLAS",
-                "(c) vs hand pool",
-                "(c+) vs hand pool",
-            ),
+            ("method", *(sizes[w] for w in workloads), *(f"({w}) vs hand pool" for w in compared)),
+        )
+    )
+    in_process = [m for m in methods if not m.startswith("Processes")]
+
+    def spent(label, w):
+        if (label, w) not in cost:
+            return "-"
+        return f"{cost[label, w][0] * 1e3:.1f} ms, {cost[label, w][1]:.0f}"
+
+    print(
+        table(
+            "CPU time and minor page faults per call in the calling process (medians; every "
+            "thread; a worker process's are not counted)",
+            [(label, *(spent(label, w) for w in ("c", "d"))) for label in in_process],
+            ("method", "(c) CPU, faults", "(d) CPU, faults"),
         )
     )
     threads = f"Threads({WORKERS})"
     targets = [
         (f"{threads} / hand pool, (c)", hand["c"] / median[threads, "c"], 0.9),
         (f"{threads} / hand pool, (c+) after BLAS", hand["c+"] / median[threads, "c+"], 0.9),
+        (f"{threads} / hand pool, (d)", hand["d"] / median[threads, "d"], 0.9),
+        (f"{threads} / {INSIDE}, (d)", median[INSIDE, "d"] / median[threads, "d"], 0.9),
         (f"{threads} speed-up, (c)", base["c"] / median[threads, "c"], 1.6),
+        (f"{threads} speed-up, (d)", base["d"] / median[threads, "d"], 1.6),
     ]
-    if f"Processes({WORKERS})" in executors:
+    if (f"Processes({WORKERS})", "b") in median:
         proc = median[f"Processes({WORKERS})", "b"]
         targets.append((f"Processes({WORKERS}) speed-up, (b)", base["b"] / proc, 1.6))
     print(
@@ -212,7 +314,7 @@ def main():
 
     ray = None if opts.no_ray else peer("ray", rows="the Ray rows")
     if ray is not None:
-        ray_rows(ray, fns, args, results, workloads, rounds)
+        ray_rows(ray, fns, args, results, ["a", "b", "c"], rounds)
 
 
 def ray_rows(ray, fns, args, results, workloads, rounds):
@@ -253,6 +355,16 @@ def ray_rows(ray, fns, args, results, workloads, rounds):
         )
     finally:
         ray.shutdown()
+
+
+def settings():
+    """The settings the numbers depend on: BLAS threads and glibc's malloc thresholds."""
+    blas = os.environ.get("OPENBLAS_NUM_THREADS", "unset")
+    try:
+        from jaxbridge import _malloc
+    except ImportError:  # a jaxbridge from before it set them
+        return f"OPENBLAS_NUM_THREADS={blas}, malloc thresholds: glibc's dynamic ones"
+    return f"OPENBLAS_NUM_THREADS={blas}, malloc thresholds: {_malloc.status()}"
 
 
 def min_time(f, x, repeats):

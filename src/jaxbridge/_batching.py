@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from . import _malloc
+
 if TYPE_CHECKING:
     from ._call import HostCall
 
@@ -120,8 +122,14 @@ VECTORIZED = Vectorized()
 
 
 def resolve(vmap: Any) -> AbstractBatching:
-    """The strategy for `host(vmap=...)`; raises with the accepted values otherwise."""
+    """The strategy for `host(vmap=...)`; raises with the accepted values otherwise.
+
+    Every `jaxbridge.host` resolves its strategy here once, so this is also where a process
+    that runs host functions gets glibc's malloc thresholds raised (`_malloc.tune`, once).
+    """
     from . import _errors
+
+    _malloc.tune()
 
     if isinstance(vmap, AbstractBatching):
         return vmap

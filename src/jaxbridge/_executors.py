@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import jax
 import numpy as np
 
-from . import _batching
+from . import _batching, _malloc
 
 if TYPE_CHECKING:
     from ._call import HostCall
@@ -160,9 +160,11 @@ def _mark_worker() -> None:
 
 
 def _mark_worker_process() -> None:
-    # Set once in a `Processes` worker, where every thread is a worker's.
+    # Set once in a `Processes` worker, where every thread is a worker's. The worker runs its
+    # chunks on its main thread, so it raises glibc's malloc thresholds as the parent did.
     global _in_worker_process
     _in_worker_process = True
+    _malloc.tune()
 
 
 # --- inner thread pools ------------------------------------------------------------------
