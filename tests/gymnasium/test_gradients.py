@@ -82,7 +82,7 @@ def test_grad_in_contact_follows_the_step(x64):
     ours = _our_return(env, K)(jnp.asarray(qpos), jnp.asarray(qvel), jnp.asarray(acts))
     theirs = _central(_gym_return(g, 0), [qpos, qvel, acts])
     for name, a, b in zip(("qpos", "qvel", "actions"), ours, theirs):
-        np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-3 * np.abs(b).max(), err_msg=name)
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * np.abs(b).max(), err_msg=name)
 
 
 def test_jvp_is_the_transpose_of_vjp(x64):
