@@ -214,3 +214,30 @@ def test_float32_without_x64_rounds_gymnasiums_numbers():
     assert obs.dtype == jnp.float32
     np.testing.assert_allclose(obs, o2, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(r, r2, rtol=1e-4)
+
+
+def test_nested_and_broadcast_vmaps_are_the_flat_batch(x64):
+    env = jg.make("Reacher-v5")
+    keys = jax.random.split(jax.random.key(0), 6).reshape(2, 3)
+    state, _, _ = jax.vmap(jax.vmap(env.reset))(keys)
+    a = jnp.asarray(np.random.default_rng(0).uniform(-1, 1, (2, 3, 2)))
+    nested = jax.jit(jax.vmap(jax.vmap(env.step)))(state, a)
+    flat_state = jax.tree_util.tree_map(lambda x: x.reshape(6, *x.shape[2:]), state)
+    flat = jax.jit(jax.vmap(env.step))(flat_state, a.reshape(6, 2))
+    np.testing.assert_array_equal(nested[1].reshape(6, -1), flat[1])
+    row = jax.tree_util.tree_map(lambda x: x[0], state)
+    one = jax.tree_util.tree_map(lambda x: x[1], row)
+    shared_action = jax.jit(jax.vmap(env.step, in_axes=(0, None)))(row, a[0, 0])
+    np.testing.assert_array_equal(shared_action[1][1], env.step(one, a[0, 0])[1])
+    shared_state = jax.jit(jax.vmap(env.step, in_axes=(None, 0)))(one, a[0])
+    np.testing.assert_array_equal(shared_state[1][2], env.step(one, a[0, 2])[1])
+
+
+def test_make_vec_of_an_env_with_fields(x64):
+    v = gymnasium.make_vec("jaxbridge/Reacher-v5", num_envs=2, reward_control_weight=0.5)
+    assert v.func_env.kwargs["reward_control_weight"] == 0.5
+    obs, _ = v.reset(seed=1)
+    for _ in range(3):
+        obs, r, term, trunc, info = v.step(np.full((2, 2), 0.1))
+    assert obs.shape == (2, 10) and np.all(np.isfinite(np.asarray(obs)))
+    assert set(info) == {"reward_dist", "reward_ctrl", "final_obs"}
