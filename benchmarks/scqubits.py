@@ -10,6 +10,10 @@ interleaved (medians). Rows:
   differences of scqubits' own sweeps (6 sweeps; target >= 15x).
 - Transmon (ncut 30) and `Circuit` (a fluxonium from YAML, harmonic basis) sweeps.
 - Dense `eigh` against the host sparse `eigsh` for growing dimension (a ZeroPi grid).
+- A composite sweep: Transmon (ncut 20, 4 levels) + Oscillator (5 levels), `g n (a + a^dag)`,
+  101 EJ values, 10 levels, against `ParameterSweep` (target >= 10x), with the bare-labelled
+  energies, and the gradient of chi against differences of six sweeps
+  (`--composite` runs only this table).
 
 `python benchmarks/scqubits.py --quick` is the short run (about a minute).
 """
@@ -128,8 +132,126 @@ def dense_sparse_rows(points_list):
     return rows
 
 
+# -- composite sweep: a HilbertSpace against ParameterSweep
+
+
+def _interleaved(fns, repeat):
+    """Median seconds of each function, called in turn `repeat` times (after one warm-up)."""
+    for fn in fns:
+        jax.block_until_ready(fn())
+    times = [[] for _ in fns]
+    for _ in range(repeat):
+        for fn, out in zip(fns, times):
+            start = time.perf_counter()
+            jax.block_until_ready(fn())
+            out.append(time.perf_counter() - start)
+    return [float(np.median(t)) for t in times]
+
+
+def composite_rows():
+    """Transmon (ncut 20, 4 levels) + Oscillator (5 levels), g n (a + a^dag), 101 EJ, 10 levels."""
+    tmon = scq.Transmon(EJ=20.0, EC=0.3, ng=0.0, ncut=20, truncated_dim=4, id_str="tmon")
+    osc = scq.Oscillator(E_osc=6.0, truncated_dim=5, id_str="osc")
+    hs = scq.HilbertSpace([tmon, osc])
+    a = osc.annihilation_operator()
+    hs.add_interaction(g=0.1, op1=tmon.n_operator, op2=(a + a.T, osc))
+    m = jbq.model(hs)
+    ejs = np.linspace(10.0, 30.0, POINTS)
+    labels = [(0, 0), (1, 0), (0, 1), (1, 1)]
+
+    def sweep(**values):
+        tmon.EJ, osc.E_osc, hs.interaction_list[0].g_strength = 20.0, 6.0, 0.1
+        for name, v in values.items():
+            if name == "g":
+                hs.interaction_list[0].g_strength = v
+            else:
+                setattr(osc, name, v)
+
+        def update(EJ):
+            tmon.EJ = EJ
+
+        with warnings.catch_warnings():  # scqubits warns that the coupling is a fixed matrix
+            warnings.simplefilter("ignore", UserWarning)
+            return scq.ParameterSweep(hilbertspace=hs, paramvals_by_name={"EJ": ejs},
+                                      update_hilbertspace=update, evals_count=10,
+                                      num_cpus=1)  # fmt: skip
+
+    def levels(ej):
+        return m.eigenvals({"tmon": {"EJ": ej}}, evals_count=10)
+
+    def labelled(ej):
+        p = {"tmon": {"EJ": ej}}
+        energies = [m.energy_by_bare_index(b, p, evals_count=10) for b in labels]
+        return m.eigenvals(p, evals_count=10), jnp.stack(energies)
+
+    def chi(p):  # p = (EJ, g, E_osc)
+        q = {"tmon": {"EJ": p[0]}, "osc": {"E_osc": p[2]}, "g": [p[1]]}
+        e = [m.energy_by_bare_index(b, q, evals_count=10) for b in labels]
+        return e[3] - e[1] - e[2] + e[0]
+
+    x = jnp.asarray(ejs)
+    p0 = jnp.asarray([20.0, 0.1, 6.0])
+    ours_levels = jax.jit(jax.vmap(levels))
+    ours_labelled = jax.jit(jax.vmap(labelled))
+    # d chi / d(EJ, g, E_osc) at every point: EJ is the swept variable, g and E_osc shared.
+    ours_grad = jax.jit(jax.vmap(lambda p, ej: jax.grad(chi)(p.at[0].set(ej)), (None, 0)))
+    compile_s = []
+    for fn, args in ((ours_levels, (x,)), (ours_labelled, (x,)), (ours_grad, (p0, x))):
+        start = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        compile_s.append(time.perf_counter() - start)
+
+    ps = sweep()
+    evals = np.asarray(ps["evals"])
+    err_levels = np.abs(np.asarray(ours_levels(x)) - evals).max()
+    got_evals, got_e = ours_labelled(x)
+    want_e = np.stack([np.asarray(ps.energy_by_bare_index(b), dtype=float) for b in labels], 1)
+    err_labelled = max(np.abs(np.asarray(got_evals) - evals).max(),
+                       np.nanmax(np.abs(np.asarray(got_e) - want_e)))  # fmt: skip
+
+    def scq_chi(ps):
+        e = [np.asarray(ps.energy_by_bare_index(b), dtype=float) for b in labels]
+        return e[3] - e[1] - e[2] + e[0]
+
+    def theirs_grad():
+        out = []
+        for name, x0, h in (("EJ", 0.0, 1e-3), ("g", 0.1, 1e-4), ("E_osc", 6.0, 1e-4)):
+            if name == "EJ":  # the swept variable: differences of the sweep over shifted EJ
+                shift = lambda d: (ejs.__iadd__(d), scq_chi(sweep()), ejs.__isub__(d))[1]
+                out.append((shift(h) - shift(-h)) / (2 * h))
+            else:
+                out.append((scq_chi(sweep(**{name: x0 + h})) - scq_chi(sweep(**{name: x0 - h})))
+                           / (2 * h))  # fmt: skip
+        sweep()  # restore
+        return np.stack(out, 1)
+
+    want_grad = theirs_grad()
+    got_grad = np.asarray(ours_grad(p0, x))
+    err_grad = np.nanmax(np.abs(got_grad - want_grad) / (np.abs(want_grad) + 1e-12))
+    repeat = 1 if QUICK else 5
+    t_ps, t_levels, t_labelled = _interleaved(
+        [sweep, lambda: ours_levels(x), lambda: ours_labelled(x)], repeat
+    )
+    t_fd, t_grad = _interleaved([theirs_grad, lambda: ours_grad(p0, x)], 1 if QUICK else 3)
+    return [
+        ("101 EJ, 10 levels: ParameterSweep vs jit(vmap(eigenvals))", fmt_time(t_ps),
+         fmt_time(t_levels), f"{t_ps / t_levels:.1f}x", f"{compile_s[0]:.2f} s",
+         f"{err_levels:.1e}", verdict(t_ps / t_levels, 10, lower_is_better=False)),
+        ("... and energy_by_bare_index of 4 labels (all 10 labelled)", fmt_time(t_ps),
+         fmt_time(t_labelled), f"{t_ps / t_labelled:.1f}x", f"{compile_s[1]:.2f} s",
+         f"{err_labelled:.1e}", verdict(t_ps / t_labelled, 10, lower_is_better=False)),
+        ("grad chi wrt (EJ, g, E_osc) at 101 EJ: 6 sweeps of differences", fmt_time(t_fd),
+         fmt_time(t_grad), f"{t_fd / t_grad:.1f}x", f"{compile_s[2]:.2f} s",
+         f"{err_grad:.1e} rel", ""),
+    ]  # fmt: skip
+
+
 def main():
     header = ("case", "scqubits", "jaxbridge", "speed-up", "compile", "max |diff|", "target")
+    if "--composite" in sys.argv:  # only the composite table
+        title = "HilbertSpace sweeps against ParameterSweep (OPENBLAS_NUM_THREADS=1, interleaved)"
+        print(table(title, composite_rows(), header))
+        return
     flux = np.linspace(0.0, 1.0, POINTS)
     fluxonium = scq.Fluxonium(EJ=8.9, EC=2.5, EL=0.5, flux=0.0, cutoff=110)
     rows: list[tuple[str, ...]] = [
@@ -153,6 +275,8 @@ def main():
     head = ("case", "dense", "sparse", "scqubits eigsh", "dense/sparse", "max |diff|")
     title = "Dense eigh against host sparse eigsh (6 levels, one point, jit)"
     print(table(title, dense_sparse_rows(sizes), head))
+    title = "HilbertSpace sweeps against ParameterSweep (OPENBLAS_NUM_THREADS=1, interleaved)"
+    print(table(title, composite_rows(), header))
 
 
 if __name__ == "__main__":
