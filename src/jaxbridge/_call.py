@@ -27,14 +27,14 @@ import jax.numpy as jnp
 import numpy as np
 from jax import core as jax_core
 from jax._src import callback as _jax_callback
-from jax._src import dispatch, effects, sharding_impls
+from jax._src import dispatch, effects
 from jax._src import dtypes as _dtypes
 from jax._src.custom_batching import custom_vmap_p as _custom_vmap_p
 from jax.experimental import io_callback
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
-from . import _errors, _spec
+from . import _errors, _sharding, _spec
 from ._batching import AbstractBatching, Sequential, Vectorized
 
 try:  # jax 0.10 ships it as experimental; keep working if it moves or goes
@@ -305,8 +305,16 @@ host_call_p.multiple_results = True
 
 
 def _host_call_abstract_eval(*args, call, out_avals, lowering, io):
-    del args, call, lowering
-    avals = [jax_core.ShapedArray(a.shape, a.dtype) for a in out_avals]
+    del lowering
+    # With Explicit mesh axes a batched result is sharded along its batch as its inputs are
+    # (the lowering splits the call so); elsewhere JAX's default.
+    shardings = [_sharding.out_sharding(args, call.core_ndims, a.shape) for a in out_avals]
+    avals = [
+        jax_core.ShapedArray(a.shape, a.dtype)
+        if s is None
+        else jax_core.ShapedArray(a.shape, a.dtype, sharding=s)
+        for a, s in zip(out_avals, shardings)
+    ]
     return avals, ({host_io_effect} if io else effects.no_effects)
 
 
@@ -385,30 +393,90 @@ ad.primitive_transposes[host_call_p] = _host_call_transpose_rule
 
 
 def _host_call_lowering(ctx, *args, call, out_avals, lowering, io):
-    axis_context = ctx.module_context.axis_context
-    # Under plain jit over several devices, buffer_callback would run once per device on the
-    # whole array; pure_callback pins the call to one device, as a host call should be.
-    spread = isinstance(axis_context, sharding_impls.ShardingContext) and (
-        axis_context.num_devices > 1
-    )
+    if _sharding.is_spread(ctx):
+        # A jit over several devices: a shard_map of the per-device call (each device's rows,
+        # or one whole-array call broadcast to all), lowered again inside it per device.
+        def bind(*ops, out_avals):
+            status, *outs = host_shard_call_p.bind(
+                *ops, call=call, out_avals=out_avals, lowering=lowering, io=io
+            )
+            return status, tuple(outs)
+
+        on_cpu = tuple(ctx.module_context.platforms) == ("cpu",)
+        buffer = _buffer_callback if choose_lowering(lowering, on_cpu=on_cpu) == "buffer" else None
+        check = functools.partial(_sharding.check, name=call.name, io=io, buffer_callback=buffer)
+        return _sharding.lower(
+            ctx, args, core_ndims=call.core_ndims, out_avals=out_avals, bind=bind, check=check
+        )
+    return _lower_local(ctx, args, call, out_avals, lowering, io, guarded=False)
+
+
+def _lower_local(ctx, args, call, out_avals, lowering, io, *, guarded):
+    """One callback on each device that runs this computation.
+
+    `guarded`: exceptions do not fail the callback; its first result is a status (0, or the
+    number under which `_sharding` keeps the exception), for a sharded call's devices to fail
+    together (see `_sharding.check`).
+    """
     on_cpu = tuple(ctx.module_context.platforms) == ("cpu",)
     # Packed sub-byte buffers cannot be NumPy views; pure_callback hands over unpacked copies.
     packed = any(is_packed(a.dtype) for a in (*ctx.avals_in, *out_avals))
-    if not spread and not packed and choose_lowering(lowering, on_cpu=on_cpu) == "buffer":
+    result = [_sharding.STATUS, *out_avals] if guarded else list(out_avals)
+    if not packed and choose_lowering(lowering, on_cpu=on_cpu) == "buffer":
         assert _buffer_callback is not None
         # has_side_effect: XLA must not remove an io call whose results are unused.
         trampoline = call.buffer_trampoline(
             [a.shape for a in ctx.avals_in], [a.shape for a in out_avals], io=io
         )
-        fn = _buffer_callback(trampoline, list(out_avals), has_side_effect=io)
-    elif io:
-        fn = lambda *a: io_callback(call.pure_trampoline, list(out_avals), *a)  # noqa: E731
+        if guarded:
+            trampoline = _sharding.guard_buffer(trampoline)
+        fn = _buffer_callback(trampoline, result, has_side_effect=io)
     else:
-        fn = lambda *a: jax.pure_callback(call.pure_trampoline, list(out_avals), *a)  # noqa: E731
+        host = call.pure_trampoline
+        wide_in = list(ctx.avals_in)
+        if guarded:
+            # Packed buffers through pure_callback left a sharded jit's other devices waiting
+            # in their collectives (jax 0.10.2): they cross in a wider type both ways, and the
+            # host function still receives and returns its own dtypes.
+            wide_in = [_sharding.unpacked(a) for a in ctx.avals_in]
+            wide_out = [_sharding.unpacked(a) for a in out_avals]
+            host = _sharding.guard_pure(host, ctx.avals_in, wide_out)
+            result = [_sharding.STATUS, *wide_out]
+        callback = functools.partial(io_callback if io else jax.pure_callback, host, result)
+
+        def fn(*a):
+            out = callback(*(x.astype(w.dtype) for x, w in zip(a, wide_in)))
+            if guarded:
+                out = [out[0], *(o.astype(r.dtype) for o, r in zip(out[1:], out_avals))]
+            return out
+
     return mlir.lower_fun(fn, multiple_results=True)(ctx, *args)
 
 
 mlir.register_lowering(host_call_p, _host_call_lowering)
+
+
+# One device's part of a call in a sharded jit, staged only by `_sharding` while lowering: a
+# host call whose exceptions become a status result (first), so that no device fails alone
+# and leaves the others waiting in a collective (XLA aborts the process after 40 s).
+host_shard_call_p = Primitive("host_shard_call")
+host_shard_call_p.multiple_results = True
+
+
+def _host_shard_call_abstract_eval(*args, call, out_avals, lowering, io):
+    del args, call, lowering
+    avals = [jax_core.ShapedArray(a.shape, a.dtype) for a in (_sharding.STATUS, *out_avals)]
+    return avals, ({host_io_effect} if io else effects.no_effects)
+
+
+host_shard_call_p.def_effectful_abstract_eval(_host_shard_call_abstract_eval)
+
+
+def _host_shard_call_lowering(ctx, *args, call, out_avals, lowering, io):
+    return _lower_local(ctx, args, call, out_avals, lowering, io, guarded=True)
+
+
+mlir.register_lowering(host_shard_call_p, _host_shard_call_lowering)
 
 
 @functools.lru_cache(maxsize=4096)
