@@ -99,3 +99,54 @@ def test_jvp_is_the_transpose_of_vjp(x64):
     ct = jnp.arange(state.physics.shape[0], dtype=jv.dtype)
     back = vjp(ct)
     np.testing.assert_allclose(jnp.vdot(ct, jv), jnp.vdot(back[0], t[0]) + jnp.vdot(back[1], t[1]))
+
+
+@pytest.mark.parametrize(
+    "env_id", ["Hopper-v5", pytest.param("Humanoid-v5", marks=pytest.mark.slow)]
+)
+def test_step_jacobian_in_contact_is_the_simulators(x64, env_id):
+    """On the ground, the physics part of the step's Jacobian is `jaxbridge.mujoco`'s
+    `Simulator.step` Jacobian (issue 13's differences that do not reach over contact changes),
+    from the same zero warm start."""
+    from jaxbridge.mujoco import Simulator
+
+    g, qpos, qvel, rng = _start(env_id, 0, 40, {"terminate_when_unhealthy": False})
+    assert g.unwrapped.data.ncon > 0
+    env = jg.make(env_id)
+    state = env.make_state(jnp.asarray(qpos), jnp.asarray(qvel))
+    a = jnp.asarray(rng.uniform(-0.4, 0.4, env.nu))
+
+    def ours(physics, action):
+        return env.transition(state._replace(physics=physics), action, None).physics
+
+    sim = Simulator(env.model, frame_skip=env.frame_skip)
+    Jx, Ju = jax.jit(jax.jacfwd(ours, argnums=(0, 1)))(state.physics, a)
+    Sx, Su = jax.jit(jax.jacfwd(sim.step, argnums=(0, 1)))(state.physics, a)
+    np.testing.assert_array_equal(ours(state.physics, a), sim.step(state.physics, a))
+    x = slice(1, 1 + env.nq + env.nv)
+    for A, B in ((Jx[x, x], Sx[x, x]), (Ju[x], Su[x])):
+        scale = np.maximum(np.abs(B).max(0), 1.0)
+        assert (np.abs(A - B).max(0) / scale).max() < 1e-5
+
+
+def _jump(at):
+    """`x + (x > at)` per coordinate: slope 1 everywhere but a unit jump at `at`."""
+    return lambda pts, rows: pts + (pts > at).astype(float)
+
+
+@pytest.mark.parametrize("at", [3e-8, -3e-8, 5e-9, -5e-9, 2.0])
+def test_differences_do_not_reach_over_a_jump(at):
+    from jaxbridge.gymnasium import _differences
+
+    J = _differences.jacobian(_jump(at), np.zeros((1, 1)))
+    np.testing.assert_allclose(J, [[[1.0]]], rtol=1e-6)
+
+
+def test_differences_at_a_kink_are_the_mean_of_the_sides():
+    from jaxbridge.gymnasium import _differences
+
+    def f(pts, rows):
+        return np.concatenate([np.abs(pts), np.maximum(pts, 0.0)], axis=1)
+
+    J = _differences.jacobian(f, np.zeros((2, 1)))
+    np.testing.assert_allclose(J[:, :, 0], [[0.0, 0.5], [0.0, 0.5]], atol=1e-9)

@@ -5,10 +5,10 @@ start and every derived field the environment reads; a `vmap` of it is one `Engi
 whole batch, which MuJoCo writes straight into XLA's output buffers (`_StepBatching`, the hot
 path of `jit(scan(vmap(env.step)))`). `forward(physics)` is `mj_forward` for a reset.
 
-Both are `jax.custom_jvp` functions whose tangents are Jacobians by central differences of the
-same host call (one batched call for every perturbed point), in qpos, qvel, the warm start and
-the controls: differences of exactly what gymnasium computes, so that `jax.grad` of a return
-agrees with central differences of gymnasium's own environment. Time is a constant.
+Both are `jax.custom_jvp` functions whose tangents are Jacobians by differences of the same host
+call (`_differences.jacobian`: one batched call for every perturbed point, none reaching over a
+contact change), in qpos, qvel, the warm start and the controls: differences of exactly what
+gymnasium computes. Time is a constant.
 """
 
 from __future__ import annotations

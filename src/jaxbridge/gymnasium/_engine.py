@@ -23,6 +23,8 @@ import numpy as np
 
 from jaxbridge.mujoco._model import mj
 
+from . import _differences
+
 __all__ = ["Engine", "Rows"]
 
 mujoco: Any = mj
@@ -108,57 +110,37 @@ class Engine:
         return outs
 
     def step_jacobian(self, physics: np.ndarray, warm: np.ndarray, ctrl: np.ndarray) -> np.ndarray:
-        """`(B, nout, nin)` central differences of `step`'s outputs (qpos and qvel, warm start,
-        fields, flattened) in its inputs (qpos and qvel, warm start, controls), all `2 nin`
-        points of every row in one batch call."""
-        nx = self.nx
+        """`(B, nout, nin)` derivatives of `step`'s outputs (qpos and qvel, warm start, fields,
+        flattened) in its inputs (qpos and qvel, warm start, controls), by differences that do
+        not reach over contact changes (`_differences.jacobian`)."""
+        nx, nv = self.nx, self.nv
         x = np.concatenate((physics[:, 1 : 1 + nx], warm, ctrl), axis=1)
-        points, h = _points(x)
-        P = np.repeat(physics, points.shape[0] // physics.shape[0], axis=0)
-        P[:, 1 : 1 + nx] = points[:, :nx]
-        outs = self.step(P, points[:, nx : nx + self.nv], points[:, nx + self.nv :])
-        flat = np.concatenate([outs[0][:, 1 : 1 + nx], outs[1], *(_flat(o) for o in outs[2:])], 1)
-        return _differences(flat, h)
+
+        def evaluate(points: np.ndarray, rows: np.ndarray) -> np.ndarray:
+            P = physics[rows]
+            P[:, 1 : 1 + nx] = points[:, :nx]
+            outs = self.step(P, points[:, nx : nx + nv], np.ascontiguousarray(points[:, nx + nv :]))
+            return np.concatenate(
+                [outs[0][:, 1 : 1 + nx], outs[1], *(_flat(o) for o in outs[2:])], 1
+            )
+
+        return _differences.jacobian(evaluate, x)
 
     def forward_jacobian(self, physics: np.ndarray) -> np.ndarray:
-        """`(B, nout, nx)` central differences of `forward`'s fields (flattened) in qpos and
-        qvel."""
+        """`(B, nout, nx)` derivatives of `forward`'s fields (flattened) in qpos and qvel."""
         nx = self.nx
-        points, h = _points(physics[:, 1 : 1 + nx])
-        P = np.repeat(physics, points.shape[0] // physics.shape[0], axis=0)
-        P[:, 1 : 1 + nx] = points
-        outs = self.forward(P)
-        flat = np.concatenate([_flat(o) for o in outs], 1) if outs else np.empty((len(P), 0))
-        return _differences(flat, h)
 
+        def evaluate(points: np.ndarray, rows: np.ndarray) -> np.ndarray:
+            P = physics[rows]
+            P[:, 1 : 1 + nx] = points
+            outs = self.forward(P)
+            return np.concatenate([_flat(o) for o in outs], 1) if outs else np.empty((len(P), 0))
 
-#: The step of a central difference, relative to `max(|x|, 1)`: `eps ** (1/3)`, which balances
-#: the truncation error (`h²`) against rounding (`eps / h`).
-STEP = float(np.finfo(np.float64).eps) ** (1 / 3)
+        return _differences.jacobian(evaluate, physics[:, 1 : 1 + nx])
 
 
 def _flat(a: np.ndarray) -> np.ndarray:
     return a.reshape(a.shape[0], -1)
-
-
-def _points(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """`(B * 2 * n, n)` points: each row of `(B, n)` `x` moved up, then down, along each
-    coordinate; and the `(B, n)` distances between each pair (exactly representable steps)."""
-    B, n = x.shape
-    h = STEP * np.maximum(np.abs(x), 1.0)
-    up, down = (x + h) - x, x - (x - h)  # the steps as the floats actually moved
-    pts = np.repeat(x[:, None, None, :], 2, axis=1).repeat(n, axis=2)  # (B, 2, n, n)
-    i = np.arange(n)
-    pts[:, 0, i, i] += up
-    pts[:, 1, i, i] -= down
-    return pts.reshape(B * 2 * n, n), up + down
-
-
-def _differences(flat: np.ndarray, h: np.ndarray) -> np.ndarray:
-    """`(B, nout, n)` from the outputs `(B * 2 * n, nout)` at `_points`' points."""
-    B, n = h.shape
-    f = flat.reshape(B, 2, n, -1)
-    return np.swapaxes((f[:, 0] - f[:, 1]) / h[:, :, None], 1, 2)
 
 
 class Rows:

@@ -37,8 +37,9 @@ class MujocoFuncEnv(FuncEnv):
     one batch). Numbers match gymnasium's to rounding with x64 on (`jax.enable_x64`); without
     it the state is float32, MuJoCo still computes in float64, and the results are rounded.
     Derivatives (`jvp`, `grad`, `jacfwd`, `jacrev`, and their `vmap`s) of `transition`, and
-    hence of a return, are central differences of the MuJoCo step in qpos, qvel, the warm
-    start and the action (see "Gradients" in docs/gymnasium.md); time and `steps` have none.
+    hence of a return, are differences of the MuJoCo step in qpos, qvel, the warm start and
+    the action that do not reach over contact changes (see "Gradients" in docs/gymnasium.md);
+    time and `steps` have none.
 
     Attributes:
         env_id: the gymnasium id, e.g. `"Hopper-v5"`.
@@ -83,7 +84,7 @@ class MujocoFuncEnv(FuncEnv):
     def make_state(self, qpos: Any, qvel: Any, *, time: Any = 0.0, steps: Any = 0) -> EnvState:
         """The state gymnasium's `set_state(qpos, qvel)` leaves after `mj_resetData`: derived
         fields from `mj_forward`, zero warm start, `cfrc_ext` zero. Differentiable in `qpos`
-        and `qvel` (central differences of the forward pass).
+        and `qvel` (differences of the forward pass).
 
         Args:
             qpos: `(nq,)` positions.
