@@ -355,3 +355,125 @@ def test_errors_name_the_cause():
     with pytest.raises(ValueError) as info:
         jbq.model(hs)
     assert str(info.value) == _hs_errors.HS_SQRTM
+
+
+# -- hierarchical diagonalization: circuits from scqubits' own tests, smaller cutoffs
+
+
+def _circuit(*args, **kwargs):
+    with warnings.catch_warnings():  # scqubits' YAML parser calls pyparsing's deprecated names
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return scq.Circuit(*args, **kwargs)
+
+
+def symbolic_nested():
+    """`test_circuit_with_symbolic_hamiltonian`: [[1], [[2], [3]]], harmonic basis."""
+    import sympy
+
+    h = sympy.parse_expr(
+        "0.25*θ3**2 + 2.0*Q3**2 + 0.790697674419*Q2**2 + 0.45*θ2**2 + 7.674418604651*n1**2"
+        " + 7.674418604651*ng1**2 - 1.0*cos(θ1) + 0.5*θ2*θ3 + 1.395348837209*Q2*n1"
+        " + 1.395348837209*Q2*ng1 + 15.348837209302*n1*ng1"
+    )
+    circ = _circuit(
+        input_string=None, symbolic_hamiltonian=h, symbolic_param_dict={"ng1": 0},
+        ext_basis="harmonic",
+    )  # fmt: skip
+    circ.configure(transformation_matrix=np.array([[1, 0, 0], [0, 1, 0], [0, 1, 1]]))
+    circ.cutoff_n_1, circ.cutoff_ext_2, circ.cutoff_ext_3 = 6, 8, 8
+    circ.configure(system_hierarchy=[[1], [[2], [3]]], subsystem_trunc_dims=[6, [12, [5, 5]]])
+    circ.ng1 = 0.5
+    return circ
+
+
+def dfc(cutoff=20):
+    """`test_eigenvals_discretized`'s double fluxonium coupler: [[[1], [3]], [2], [4]]."""
+    import os
+
+    data = os.path.join(os.path.dirname(scq.__file__), "tests", "data", "circuit_DFC.yaml")
+    circ = _circuit(
+        data, ext_basis="discretized", initiate_sym_calc=False, basis_completion="canonical"
+    )
+    closure = [circ.branches[0], circ.branches[4], circ.branches[-1]]
+    circ.configure(closure_branches=closure, system_hierarchy=[[[1], [3]], [2], [4]],
+                   subsystem_trunc_dims=[[5, [5, 5]], 4, 4])  # fmt: skip
+    circ.Φ1, circ.Φ2, circ.Φ3 = 0.5 + 0.01768, -0.2662, -0.5 + 0.01768
+    for i in (1, 2, 3, 4):
+        setattr(circ, f"cutoff_ext_{i}", cutoff)
+    return circ
+
+
+def single_fluxonium():
+    """`test_qutip_dynamics`: a fluxonium as a hierarchy of one subsystem."""
+    yaml = "branches:\n- [JJ, 1, 2, 4, 0.5]\n- [L, 1, 2, 1.3]\n- [C, 1, 2, 2]\n"
+    circ = _circuit(yaml, from_file=False, use_dynamic_flux_grouping=True, ext_basis="discretized")
+    circ.cutoff_ext_1 = 50
+    circ.Φ1 = 0.5
+    circ.configure(system_hierarchy=[[1]], subsystem_trunc_dims=[8])
+    return circ
+
+
+def zero_pi():
+    """`test_zero_pi_discretized`: [[1, 3], [2]], the second subsystem purely harmonic."""
+    yaml = """branches:
+- ["JJ", 1, 2, 10, 20]
+- ["JJ", 3, 4, 10, 20]
+- ["L", 2, 3, 0.008]
+- ["L", 4, 1, 0.008]
+- ["C", 1, 3, 0.02]
+- ["C", 2, 4, 0.02]
+"""
+    circ = _circuit(yaml, from_file=False, ext_basis="discretized")
+    circ.cutoff_n_1, circ.cutoff_ext_2, circ.cutoff_ext_3 = 6, 10, 30
+    circ.configure(system_hierarchy=[[1, 3], [2]], subsystem_trunc_dims=[10, 6])
+    return circ
+
+
+HIERARCHIES = {
+    "symbolic_nested": symbolic_nested,
+    "dfc": dfc,
+    "single_fluxonium": single_fluxonium,
+    "zero_pi": pytest.param(zero_pi, marks=pytest.mark.slow),
+}
+
+
+@pytest.mark.parametrize("make_circuit", list(HIERARCHIES.values()), ids=list(HIERARCHIES))
+def test_hierarchical_circuit_equals_scqubits(make_circuit):
+    circ = make_circuit()
+    m = jbq.model(circ)
+    np.testing.assert_allclose(m.eigenvals(evals_count=6), circ.eigenvals(6), rtol=1e-9)
+    assert m.dim == circ.hilbertdim()
+
+
+def test_hierarchical_gradient_against_differences_of_scqubits():
+    circ = dfc(cutoff=16)
+    m = jbq.model(circ)
+    f01 = lambda phi: jnp.diff(m.eigenvals({"Φ2": phi}, evals_count=2))[0]
+
+    def theirs(phi):
+        circ.Φ2 = phi
+        return float(np.diff(circ.eigenvals(2))[0])
+
+    want = central_difference(theirs, -0.2662, 1e-4)
+    np.testing.assert_allclose(jax.jit(jax.grad(f01))(-0.2662), want, rtol=1e-6)
+    sweep = jax.vmap(lambda phi: m.eigenvals({"Φ2": phi}, evals_count=2))(jnp.array([-0.27, -0.2]))
+    circ.Φ2 = -0.2
+    np.testing.assert_allclose(sweep[1], circ.eigenvals(2), rtol=1e-9)
+
+
+def test_hierarchical_normal_modes_are_refused():
+    yaml = """branches:
+- [JJ, 0, 1, 1, 15]
+- [C, 1, 2, 2]
+- [L, 2, 0, 0.4]
+- [C, 2, 0, 0.2]
+- [C, 2, 3, 0.5]
+- [L, 3, 0, 0.5]
+"""
+    circ = _circuit(yaml, from_file=False, ext_basis="discretized")
+    circ.configure(transformation_matrix=np.array([[1, 0, 0], [0, 1, 0], [0, 1, 1]]))
+    circ.cutoff_n_1, circ.cutoff_ext_2, circ.cutoff_ext_3 = 4, 4, 4
+    circ.configure(system_hierarchy=[[1], [2, 3]], subsystem_trunc_dims=[4, 6])
+    with pytest.raises(ValueError) as info:
+        jbq.model(circ)
+    assert str(info.value) == _hs_errors.HD_NORMAL_MODES.format(indices=[2, 3])

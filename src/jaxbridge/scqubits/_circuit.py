@@ -43,7 +43,7 @@ def _dims(obj: Any) -> list[tuple[int, int]]:
 class _CircuitParts:
     """The substituted Hamiltonian and the operator dictionary of one `Circuit`."""
 
-    def __init__(self, obj: Any) -> None:
+    def __init__(self, obj: Any, child: bool = False) -> None:
         if getattr(obj, "hierarchical_diagonalization", False):
             raise ValueError(_errors.CIRCUIT_HD)
         H = obj._hamiltonian_sym_for_numerics
@@ -69,7 +69,10 @@ class _CircuitParts:
         for pos, (i, d) in enumerate(dims):
             if i not in obj.var_categories["extended"] or obj._basis_for_var_index(i) != "harmonic":
                 continue
-            if obj.is_purely_harmonic:
+            # A hierarchical Circuit's one-variable harmonic subsystem: its normal mode is the
+            # variable itself, and scqubits diagonalizes the same truncated matrix (_hierarchy).
+            single = child and len(obj.var_categories["extended"]) == 1
+            if obj.is_purely_harmonic and not single:
                 raise ValueError(_errors.CIRCUIT_PURELY_HARMONIC)
             theta, q = sympy.Symbol(f"θ{i}"), sympy.Symbol(f"Q{i}")
             ec = expanded.coeff(q**2) / 4
@@ -178,8 +181,8 @@ def _constants(split: OperatorSum) -> list[Any]:
     return [float(c) for c in split.coefficient_expressions]  # pyright: ignore[reportArgumentType] - numbers here
 
 
-def circuit(obj: Any) -> Spec:
-    parts = _CircuitParts(obj)
+def circuit(obj: Any, child: bool = False) -> Spec:
+    parts = _CircuitParts(obj, child)
     names = [str(s) for s in parts.params]
     terms = _terms(parts.split(parts.H), names)
     spec = Spec({n: float(getattr(obj, n)) for n in names}, terms, kind="Circuit")

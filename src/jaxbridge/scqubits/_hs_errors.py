@@ -106,7 +106,21 @@ HS_ID = "`{method}`: no subsystem with id_str {got!r}; the subsystems are {known
 
 HS_EVALS_COUNT = "`{method}(evals_count=...)` must be an integer between 1 and {most}; got {got!r}."
 
-HD_OPERATOR = (
-    "`jaxbridge.scqubits.model`: the hierarchical Circuit's interaction term `{term}` uses "
-    "`{symbol}`, which none of its subsystems provides as an operator."
+HD_SPANS = (
+    "`jaxbridge.scqubits.model`: the hierarchical Circuit's interaction term `{term}` has the "
+    "factor `{factor}`, a function of variables of two subsystems; the model takes each factor "
+    "in one subsystem. Put those variables in one subsystem of `system_hierarchy`."
+)
+
+HD_UNKNOWN_PARAM = (
+    "`{method}`: unknown parameter {names} for this hierarchical `Circuit` model. Its "
+    "parameters are {known} (`model.params`); cutoffs and truncations are static: make a new "
+    "Circuit to change them."
+)
+
+HD_NORMAL_MODES = (
+    "`jaxbridge.scqubits.model`: the hierarchical Circuit's subsystem {indices} is purely "
+    "harmonic in two or more variables; scqubits diagonalizes it in its normal modes, which the "
+    "model does not reproduce. Give each of those variables a subsystem of its own in "
+    "`system_hierarchy` (e.g. [[1], [2], [3]] for [[1], [2, 3]])."
 )

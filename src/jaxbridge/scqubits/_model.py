@@ -363,6 +363,10 @@ def model(obj: Any) -> Any:
         from ._hilbertspace import HilbertSpaceModel
 
         return HilbertSpaceModel(obj)
+    if _is_a(obj, "Circuit") and getattr(obj, "hierarchical_diagonalization", False):
+        from ._hierarchy import HierarchicalModel
+
+        return HierarchicalModel(obj)
     for cls in type(obj).__mro__:
         if cls.__module__.startswith("scqubits") and cls.__name__ in BUILDERS:
             return Model(obj, BUILDERS[cls.__name__](obj))

@@ -1,0 +1,278 @@
+"""A `Circuit` with `system_hierarchy` (hierarchical diagonalization) as a `Composite`.
+
+scqubits splits the symbolic Hamiltonian into one Hamiltonian per subsystem and the
+interactions between them (`subsystem_interactions`), diagonalizes each subsystem (itself
+hierarchical, or a plain `Subsystem` circuit) to its `truncated_dim` lowest states, and adds
+the interactions in the product of those bases (`Circuit._update_interactions`,
+`_evaluate_symbolic_expr`). Here each plain subsystem is a `circuit()` spec, each hierarchical
+one a nested `Composite`, and every interaction term a `ProductTerm`: its coefficient a JAX
+function of the circuit's parameters, its operators grouped per leaf subsystem and multiplied
+there, in the leaf's own basis, before being taken up the hierarchy (as scqubits'
+`_combine_factors` and `identity_wrap_for_hd` do).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import sympy
+
+from . import _hs_errors as _errors
+from ._composite import Composite, Factor, ProductTerm
+from ._solvers import dressed_eigh, dressed_eigvalsh
+from ._subsystems import Operator, Part, QubitPart, fix_phases
+from ._terms import Params, complex_of
+
+ParamsArg = dict[str, Any] | None
+
+
+def _index(symbol: Any) -> int:
+    found = re.search(r"(\d+)$", symbol.name)
+    assert found is not None, symbol
+    return int(found.group(1))
+
+
+def _param_symbols(circ: Any) -> list[Any]:
+    return [
+        *circ.symbolic_params,
+        *circ.external_fluxes,
+        *circ.offset_charges,
+        *circ.free_charges,
+    ]
+
+
+class _LeafPart(QubitPart):
+    """A plain `Subsystem` of a hierarchical Circuit, through `circuit(child=True)`."""
+
+    def __init__(self, sub: Any) -> None:
+        from ._circuit import circuit
+        from ._model import Model
+
+        if sub.is_purely_harmonic and len(sub.var_categories["extended"]) > 1:
+            raise ValueError(_errors.HD_NORMAL_MODES.format(indices=list(sub.dynamic_var_indices)))
+        spec = circuit(sub, child=True)
+        super().__init__(sub, Model(sub, spec))
+        self.id_str = f"subsystem{sub.dynamic_var_indices}"
+        self._spec = spec
+
+    def lifted(self, expr: Any) -> Operator:
+        """`expr` (its operators) in this subsystem's own basis."""
+        assert self._spec.operator_fn is not None
+        terms = self._spec.operator_fn(expr)
+        return terms.dense, terms.is_complex
+
+
+class _HierarchyPart(Part):
+    """A hierarchical subsystem (or the whole Circuit): its own `Composite`, diagonalized."""
+
+    def __init__(self, circ: Any) -> None:
+        self.children: list[Part] = [_part(s) for s in circ.subsystems]
+        self.circ = circ
+        names: dict[str, float] = {}
+        for child in self.children:
+            names.update(child.defaults)
+        self.params_symbols = {str(s): s for s in _param_symbols(circ)}
+        terms = [t for i in range(len(self.children)) for t in self._terms(circ, i, names)]
+        self.composite = Composite(
+            self.children, terms, lambda P, s: {n: P[n] for n in self.children[s].defaults}
+        )
+        Part.__init__(self, circ, names, self.composite.dim)
+        self.id_str = f"subsystem{circ.dynamic_var_indices}"
+        self.is_complex = self.composite.is_complex
+
+    def _terms(self, circ: Any, i: int, names: dict[str, float]) -> list[ProductTerm]:
+        expr = sympy.sympify(circ.subsystem_interactions[i]).expand()
+        if expr == 0:
+            return []
+        expr = expr.subs(sympy.Symbol("I"), 1)
+        fluxes = set(circ.external_fluxes)
+        expr = expr.subs({f: 2 * sympy.pi * f for f in fluxes if f in expr.free_symbols})
+        params = set(_param_symbols(circ))
+        out = []
+        for term, number in expr.expand().as_coefficients_dict().items():
+            coefficient: Any = sympy.Float(number)
+            # scqubits' _combine_factors: each cosine or sine on its own, first; then the other
+            # factors multiplied per leaf subsystem, in the leaf's own basis.
+            trig: list[tuple[int, Any]] = []
+            groups: dict[int, tuple[int, list[Any]]] = {}  # id(leaf) -> (child, factors)
+            for factor in term.as_ordered_factors():
+                operators = factor.free_symbols - params
+                if not operators:
+                    coefficient = coefficient * factor
+                    continue
+                leaves = {id(self._root(_index(s))) for s in operators}
+                if len(leaves) != 1:
+                    raise ValueError(_errors.HD_SPANS.format(term=term, factor=factor))
+                child = self._leaf_of(_index(next(iter(operators))))
+                if factor.has(sympy.cos, sympy.sin):
+                    trig.append((child, factor))
+                else:
+                    groups.setdefault(leaves.pop(), (child, []))[1].append(factor)
+            for s in coefficient.free_symbols:
+                names.setdefault(str(s), float(getattr(circ, str(s))))
+            symbols = sorted(coefficient.free_symbols, key=str)
+            fn = sympy.lambdify(symbols, coefficient, modules=jnp)
+
+            def c(P: Any, fn: Any = fn, symbols: list = symbols) -> Any:
+                return fn(*[P[str(s)] for s in symbols])
+
+            pieces = [*trig, *((child, sympy.Mul(*fs)) for child, fs in groups.values())]
+            factors = [self._factor(child, e) for child, e in pieces]
+            out.append(ProductTerm(c, factors))
+        return out
+
+    def _root(self, index: int) -> Part:
+        """The plain subsystem (at any depth) that holds variable `index`."""
+        child = self.children[self._leaf_of(index)]
+        return child._root(index) if isinstance(child, _HierarchyPart) else child
+
+    def _leaf_of(self, index: int) -> int:
+        for s, child in enumerate(self.children):
+            if index in child.obj.dynamic_var_indices:
+                return s
+        raise AssertionError(index)
+
+    def _factor(self, s: int, expr: Any) -> Factor:
+        return Factor(s, self.children[s].lifted(expr))  # pyright: ignore[reportAttributeAccessIssue]
+
+    def lifted(self, expr: Any) -> Operator:
+        """`expr` (operators of one leaf below) in this subsystem's bare product basis."""
+        index = _index(next(iter(expr.free_symbols - set(_param_symbols(self.circ)))))
+        s = self._leaf_of(index)
+        child = self.children[s]
+        fn, is_complex = child.lifted(expr)  # pyright: ignore[reportAttributeAccessIssue]
+        comp = self.composite
+
+        def op(P: Params) -> jax.Array:
+            sub = {n: P[n] for n in child.defaults}
+            o = fn(sub)
+            _, v = child.esys(sub, child.dim)
+            if v is not None:
+                either = jnp.iscomplexobj(o) or jnp.iscomplexobj(v)
+                dtype = complex_of(v.dtype) if either else v.dtype
+                o, v = o.astype(dtype), v.astype(dtype)
+                o = v.conj().T @ o @ v
+            return comp.wrap(o, s)
+
+        return op, is_complex or child.is_complex
+
+    def esys(self, p: Params, k: int) -> tuple[jax.Array, jax.Array | None]:
+        w, v = dressed_eigh(self.composite.hamiltonian(p), k)
+        return w, fix_phases(v)
+
+
+def _part(sub: Any) -> Part:
+    if getattr(sub, "hierarchical_diagonalization", False):
+        return _HierarchyPart(sub)
+    return _LeafPart(sub)
+
+
+class HierarchicalModel:
+    """JAX functions of a hierarchical `Circuit`'s parameters (a flat dict, as `Model`'s).
+
+    Made by `jaxbridge.scqubits.model(circuit)` for a Circuit configured with
+    `system_hierarchy`. `params` holds the circuit's symbolic parameters, external fluxes and
+    charges that its subsystems and interactions use. `hamiltonian`, `eigenvals` and
+    `eigensys` work under `jit`, `vmap`, `grad`, `jacfwd` and `hessian`; derivatives pass
+    through every level's eigenvectors with the requested-levels rule.
+
+    Attributes:
+        params: the parameters and the Circuit's values.
+        dim: the dimension of the top-level product basis (scqubits' `hilbertdim()`).
+    """
+
+    def __init__(self, circ: Any) -> None:
+        self._part = _HierarchyPart(circ)
+        self.params: dict[str, float] = dict(self._part.defaults)
+        self.dim: int = self._part.composite.dim
+        self._compiled = jax.jit(self._evaluate, static_argnames=("what", "k"))
+
+    def __repr__(self) -> str:
+        return f"jaxbridge.scqubits.HierarchicalModel(dim={self.dim}, params={self.params})"
+
+    def _values(self, params: ParamsArg, method: str) -> dict[str, jax.Array]:
+        given = dict(params or {})
+        unknown = sorted(set(given) - set(self.params))
+        if unknown:
+            raise ValueError(
+                _errors.HD_UNKNOWN_PARAM.format(
+                    method=method, names=unknown, known=sorted(self.params)
+                )
+            )
+        real = jnp.zeros(()).dtype
+        return {n: jnp.asarray(given.get(n, d)).astype(real) for n, d in self.params.items()}
+
+    def _evaluate(self, values: dict[str, jax.Array], *, what: str, k: int) -> Any:
+        comp = self._part.composite
+
+        def one(P: dict[str, jax.Array]) -> Any:
+            h = comp.hamiltonian(P)
+            if what == "hamiltonian":
+                return h
+            if what == "eigenvals":
+                return dressed_eigvalsh(h, k)
+            return dressed_eigh(h, k)
+
+        shape = jnp.broadcast_shapes(*(v.shape for v in values.values()))
+        if not shape:
+            return one(values)
+        flat = {n: jnp.broadcast_to(v, shape).reshape(-1) for n, v in values.items()}
+        out = jax.vmap(one)(flat)
+        return jax.tree.map(lambda x: x.reshape(shape + x.shape[1:]), out)
+
+    def _count(self, evals_count: Any, method: str) -> int:
+        if not isinstance(evals_count, int) or not 1 <= evals_count <= self.dim:
+            raise ValueError(
+                _errors.HS_EVALS_COUNT.format(method=method, most=self.dim, got=evals_count)
+            )
+        return evals_count
+
+    def hamiltonian(self, params: ParamsArg = None) -> jax.Array:
+        """The Hamiltonian in the product of the subsystems' bare bases (`(*batch, D, D)`).
+
+        Args:
+            params: a dict of some of `params`' names (scalars or arrays).
+
+        Returns:
+            scqubits' `circuit.hamiltonian()` up to the phases of the bare eigenvectors.
+        """
+        return self._compiled(self._values(params, "hamiltonian"), what="hamiltonian", k=0)
+
+    def eigenvals(self, params: ParamsArg = None, evals_count: int = 6) -> jax.Array:
+        """The `evals_count` lowest levels (scqubits' `circuit.eigenvals()`).
+
+        Args:
+            params: as for `hamiltonian`.
+            evals_count: how many levels (static).
+
+        Returns:
+            `(*batch, evals_count)`.
+        """
+        k = self._count(evals_count, "eigenvals")
+        return self._compiled(self._values(params, "eigenvals"), what="eigenvals", k=k)
+
+    def eigensys(
+        self, params: ParamsArg = None, evals_count: int = 6
+    ) -> tuple[jax.Array, jax.Array]:
+        """The `evals_count` lowest levels and their states in the product basis.
+
+        Args:
+            params: as for `hamiltonian`.
+            evals_count: how many levels (static).
+
+        Returns:
+            `(*batch, k)` and `(*batch, D, k)`, each state fixed up to a phase.
+        """
+        k = self._count(evals_count, "eigensys")
+        return self._compiled(self._values(params, "eigensys"), what="eigensys", k=k)
+
+
+def hierarchical(circ: Any) -> HierarchicalModel:
+    """The model of a Circuit with `system_hierarchy`."""
+    if math.prod(int(s.truncated_dim) for s in circ.subsystems) < 1:  # pragma: no cover
+        raise ValueError("empty hierarchy")
+    return HierarchicalModel(circ)
