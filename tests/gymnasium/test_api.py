@@ -241,3 +241,20 @@ def test_make_vec_of_an_env_with_fields(x64):
         obs, r, term, trunc, info = v.step(np.full((2, 2), 0.1))
     assert obs.shape == (2, 10) and np.all(np.isfinite(np.asarray(obs)))
     assert set(info) == {"reward_dist", "reward_ctrl", "final_obs"}
+
+
+def test_many_rows_are_stepped_in_chunks_as_the_rows_alone(x64):
+    """A Jacobian's points exceed one batch: chunks of `CHUNK` rows, the last one padded."""
+    env = jg.make("Reacher-v5")
+    n = _engine.CHUNK + 44
+    states = jax.vmap(env.initial)(jax.random.split(jax.random.key(0), n))
+    P = np.asarray(states.physics)
+    W = np.zeros((n, env.nv))
+    U = np.random.default_rng(0).uniform(-1, 1, (n, env.nu))
+    whole = env.engine.step(P, W, U)
+    for lo, hi in ((0, 3), (n - 5, n)):
+        part = env.engine.step(P[lo:hi], W[lo:hi], U[lo:hi])
+        for a, b in zip(whole, part):
+            np.testing.assert_array_equal(a[lo:hi], b)
+    fields = env.engine.forward(P)
+    np.testing.assert_array_equal(fields[0][n - 5 :], env.engine.forward(P[n - 5 :])[0])

@@ -78,7 +78,7 @@ class Engine:
         """The batch of exactly `B` simulations, made on first use (a few sizes kept)."""
         r = self._rows.get(B)
         if r is None:
-            if len(self._rows) >= 6:
+            if len(self._rows) >= 16:  # powers of two up to CHUNK, and a few exact sizes
                 self._rows.clear()
             r = self._rows[B] = Rows(self, B)
         return r
@@ -88,7 +88,13 @@ class Engine:
         B = physics.shape[0]
         outs = [np.empty((B, self.nphysics)), np.empty((B, self.nv))]
         outs += [np.empty((B, *self.shapes[n])) for n in self.fields]
-        self.rows(B).step_into(physics, warm, ctrl, outs)
+        for lo, hi, size in _chunks(B):
+            ins = [_pad(a[lo:hi], size) for a in (physics, warm, ctrl)]
+            got = outs if size == B else [np.empty((size, *o.shape[1:])) for o in outs]
+            self.rows(size).step_into(*ins, got)
+            if got is not outs:
+                for o, g in zip(outs, got):
+                    o[lo:hi] = g[: hi - lo]
         return outs
 
     def forward(self, physics: np.ndarray) -> list[np.ndarray]:
@@ -96,7 +102,12 @@ class Engine:
         warm start, `cfrc_ext` zero as `mj_resetData` leaves it), of `(B, nphysics)` rows."""
         B = physics.shape[0]
         outs = [np.empty((B, *self.shapes[n])) for n in self.fields]
-        self.rows(B).forward_into(physics, outs)
+        for lo, hi, size in _chunks(B):
+            got = outs if size == B else [np.empty((size, *o.shape[1:])) for o in outs]
+            self.rows(size).forward_into(_pad(physics[lo:hi], size), got)
+            if got is not outs:
+                for o, g in zip(outs, got):
+                    o[lo:hi] = g[: hi - lo]
         return outs
 
     def forward_where(self, physics: np.ndarray, where: np.ndarray) -> list[np.ndarray]:
@@ -137,6 +148,27 @@ class Engine:
             return np.concatenate([_flat(o) for o in outs], 1) if outs else np.empty((len(P), 0))
 
         return _differences.jacobian(evaluate, physics[:, 1 : 1 + nx])
+
+
+#: The most rows one batch call steps for a Jacobian's points (a persistent batch holds an
+#: `MjData` per row); fewer rows are padded to a power of two, so that the batch sizes a
+#: Jacobian meets are few, and each is made once.
+CHUNK = 256
+
+
+def _chunks(B: int) -> list[tuple[int, int, int]]:
+    """`(lo, hi, size)` of each chunk of `B` rows, and the batch size that steps it."""
+    if B > CHUNK:
+        return [(lo, min(lo + CHUNK, B), CHUNK) for lo in range(0, B, CHUNK)]
+    return [(0, B, 1 << max(B - 1, 0).bit_length())]
+
+
+def _pad(a: np.ndarray, size: int) -> np.ndarray:
+    """`a`'s rows, repeated from its first to `size` rows (the extra rows' results are
+    dropped)."""
+    if len(a) == size:
+        return a
+    return np.concatenate([a, np.repeat(a[:1], size - len(a), axis=0)])
 
 
 def _flat(a: np.ndarray) -> np.ndarray:
