@@ -89,9 +89,9 @@ class Engine:
         outs = [np.empty((B, self.nphysics)), np.empty((B, self.nv))]
         outs += [np.empty((B, *self.shapes[n])) for n in self.fields]
         for lo, hi, size in _chunks(B):
-            ins = [_pad(a[lo:hi], size) for a in (physics, warm, ctrl)]
+            p, w, u = (_pad(a[lo:hi], size) for a in (physics, warm, ctrl))
             got = outs if size == B else [np.empty((size, *o.shape[1:])) for o in outs]
-            self.rows(size).step_into(*ins, got)
+            self.rows(size).step_into(p, w, u, got)
             if got is not outs:
                 for o, g in zip(outs, got):
                     o[lo:hi] = g[: hi - lo]
