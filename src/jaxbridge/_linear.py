@@ -122,7 +122,9 @@ def _host_linear_batch_rule(args, dims, *, fwd, bwd, n_res, out_avals, lin_avals
     def vmapped(f: _Fn, lin_count: int) -> _Fn:
         if f.fn is None:
             return f
-        return _Fn(jax.vmap(f.fn, in_axes=res_axes + (0,) * lin_count), f.missing)
+        axes = res_axes + (0,) * lin_count
+        inner = jax.vmap(f.fn, in_axes=axes)
+        return _Fn(lambda *xs: inner(*_batched_alike(list(xs), axes)), f.missing)
 
     def batched(avals):
         return tuple(jax.ShapeDtypeStruct((size, *a.shape), a.dtype) for a in avals)
@@ -139,6 +141,27 @@ def _host_linear_batch_rule(args, dims, *, fwd, bwd, n_res, out_avals, lin_avals
 
 
 batching.primitive_batchers[host_linear_p] = _host_linear_batch_rule
+
+
+def _batched_alike(xs: list[Any], axes: tuple[Any, ...]) -> list[Any]:
+    """The batched operands (batch first) sharded along the batch alike, where one's type
+    carries an Explicit mesh axis there: vmap refuses operands whose batch is sharded apart
+    (a cotangent or a broadcast tangent comes unsharded)."""
+    for x, axis in zip(xs, axes):
+        sharding = getattr(jax.typeof(x), "sharding", None) if axis == 0 else None
+        spec = getattr(sharding, "spec", None) or ()
+        if sharding is None or not spec or spec[0] is None:
+            continue
+        if not any(t == jax.sharding.AxisType.Explicit for t in sharding.mesh.axis_types):
+            continue
+        P = jax.sharding.PartitionSpec
+        return [
+            jax.sharding.reshard(y, jax.sharding.NamedSharding(sharding.mesh, P(spec[0])))
+            if a == 0
+            else y
+            for y, a in zip(xs, axes)
+        ]
+    return xs
 
 
 def _host_linear_jvp_rule(primals, tangents, *, fwd, bwd, n_res, out_avals, lin_avals):
