@@ -2,9 +2,10 @@
 
 Each benchmark runs in its own interpreter, as the runner runs it. A fresh clone's `make test`
 installs `.[all,test]`, not the `bench` extra, so the peers the benchmarks compare against
-(mujoco-mjx, sympy2jax, equinox) are missing there: the `hidden` runs reproduce that here by
-making their imports fail for real (`sys.modules[name] = None` in a `sitecustomize`, which the
-import system answers with ModuleNotFoundError), whatever this environment has installed.
+(mujoco-mjx, sympy2jax, equinox, envpool) are missing there: the `hidden` runs reproduce that
+here by making their imports fail for real (`sys.modules[name] = None` in a `sitecustomize`,
+which the import system answers with ModuleNotFoundError), whatever this environment has
+installed.
 
 The quick runs of all scripts take minutes (two to three on 2 cores, more under load), a third
 of the default suite's budget, so by default this file runs: the runner over the fastest
@@ -24,7 +25,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = sorted(p.stem for p in (ROOT / "benchmarks").glob("*.py") if not p.name.startswith("_"))
 # What the `bench` extra adds over `.[all,test]`: exactly what a fresh clone lacks.
-BENCH_PEERS = ("sympy2jax", "equinox", "mujoco.mjx")
+BENCH_PEERS = ("sympy2jax", "equinox", "mujoco.mjx", "envpool")
 TIMEOUT = 480  # seconds for one quick script on a loaded 2-core machine
 DEFAULT = {"derivatives"}  # fast enough for every run of the suite (a few seconds)
 
