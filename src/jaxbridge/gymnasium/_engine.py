@@ -16,6 +16,7 @@ it per row on each row's own `MjData` after the step.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -73,14 +74,18 @@ class Engine:
         self.rne = RNE in self.fields
         self.nthread = max(1, len(os.sched_getaffinity(0)))
         self._rows: dict[int, Rows] = {}
+        self._lock = threading.Lock()
 
     def rows(self, B: int) -> Rows:
         """The batch of exactly `B` simulations, made on first use (a few sizes kept)."""
         r = self._rows.get(B)
         if r is None:
-            if len(self._rows) >= 16:  # powers of two up to CHUNK, and a few exact sizes
-                self._rows.clear()
-            r = self._rows[B] = Rows(self, B)
+            with self._lock:
+                r = self._rows.get(B)
+                if r is None:
+                    if len(self._rows) >= 16:  # powers of two up to CHUNK, a few exact sizes
+                        self._rows.clear()
+                    r = self._rows[B] = Rows(self, B)
         return r
 
     def step(self, physics: np.ndarray, warm: np.ndarray, ctrl: np.ndarray) -> list[np.ndarray]:
@@ -199,8 +204,12 @@ class Rows:
         self.bound = [(i, batch.bind(n)) for i, n in enumerate(engine.fields) if n != RNE]
         self.rne_slot = engine.fields.index(RNE) if engine.rne else -1
         self.data: Any = mujoco.MjData(engine.model) if engine.rne else None
+        self.cfrc = None if self.data is None else self.data.cfrc_ext  # a view, written in place
         self.native = batch._b
         self.nstep = engine.frame_skip
+        # XLA may run two host calls of one program at once (a step and its Jacobian's
+        # points): a batch must never serve two at a time.
+        self.lock = threading.Lock()
 
     def _run(self, nfail: int) -> None:
         if nfail:
@@ -211,6 +220,10 @@ class Rows:
     ) -> None:
         """Steps `(B, nphysics)` states, `(B, nv)` warm starts and `(B, nu)` controls; writes
         `outs`: the next states, warm starts and each field, `(B, *shape)` float64."""
+        with self.lock:
+            self._step_into(physics, warm, ctrl, outs)
+
+    def _step_into(self, physics, warm, ctrl, outs) -> None:
         np.concatenate((physics, warm, ctrl), axis=1, out=self.head)
         self._run(self.native.step(None, self.nstep, _NONE))
         np.copyto(outs[0], self.physics)
@@ -225,6 +238,10 @@ class Rows:
     ) -> None:
         """`mj_forward` at `(B, nphysics)` states with zero warm start and controls (of the
         rows `ids` only, where given; the other rows of `outs` are left as they are)."""
+        with self.lock:
+            self._forward_into(physics, outs, ids)
+
+    def _forward_into(self, physics, outs, ids) -> None:
         self.head[:, self.engine.nphysics :] = 0.0
         np.copyto(self.physics, physics)
         self._run(self.native.forward(ids, _ACC))
@@ -237,9 +254,9 @@ class Rows:
             outs[self.rne_slot][...] = 0.0  # `mj_resetData` zeroes it; `mj_forward` leaves it
 
     def _rne(self, out: np.ndarray) -> None:
-        m, d, get = self.engine.model, self.data, self.native.get_data
+        m, d, get, cfrc = self.engine.model, self.data, self.native.get_data, self.cfrc
         rne = mujoco.mj_rnePostConstraint
         for i in range(self.B):
-            get(i, d)
+            get(i, d)  # the row's MjData as its last substep left it
             rne(m, d)
-            out[i] = d.cfrc_ext
+            out[i] = cfrc
