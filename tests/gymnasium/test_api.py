@@ -258,3 +258,36 @@ def test_many_rows_are_stepped_in_chunks_as_the_rows_alone(x64):
             np.testing.assert_array_equal(a[lo:hi], b)
     fields = env.engine.forward(P)
     np.testing.assert_array_equal(fields[0][n - 5 :], env.engine.forward(P[n - 5 :])[0])
+
+
+def _draws(env_id, n=2000):
+    env = jg.make(env_id)
+    states = jax.vmap(env.initial)(jax.random.split(jax.random.key(7), n))
+    q = np.asarray(states.physics[:, 1 : 1 + env.nq])
+    v = np.asarray(states.physics[:, 1 + env.nq : 1 + env.nq + env.nv])
+    return env, q, v
+
+
+def test_reacher_and_pusher_draw_gymnasiums_goals(x64):
+    env, q, v = _draws("Reacher-v5")
+    goal = q[:, -2:]
+    assert np.all(np.linalg.norm(goal, axis=1) < 0.2) and np.all(np.abs(goal) <= 0.2)
+    assert np.abs(goal).max() > 0.19  # the whole disc, not a shrunken one
+    assert np.all(np.abs(q[:, :2] - env.task.init_qpos[:2]) <= 0.1) and np.all(v[:, -2:] == 0)
+    env, q, v = _draws("Pusher-v5")
+    cyl = q[:, -4:-2]
+    assert np.all(np.linalg.norm(cyl, axis=1) > 0.17) and np.all(q[:, -2:] == 0)
+    assert np.all((cyl[:, 0] >= -0.3) & (cyl[:, 0] <= 0) & (np.abs(cyl[:, 1]) <= 0.2))
+    np.testing.assert_array_equal(
+        q[:, :-4], np.broadcast_to(env.task.init_qpos[:-4], q[:, :-4].shape)
+    )
+    assert np.all(np.abs(v[:, :-4]) <= 0.005) and np.all(v[:, -4:] == 0)
+
+
+def test_normal_velocity_noise_where_gymnasium_draws_it(x64):
+    """Ant, HalfCheetah, InvertedDoublePendulum: qvel ~ scale * N(0, 1); qpos uniform."""
+    for env_id, scale in (("Ant-v5", 0.1), ("HalfCheetah-v5", 0.1)):
+        env, q, v = _draws(env_id)
+        np.testing.assert_allclose(v.std(0), scale, rtol=0.1)
+        assert np.abs(v).max() > 3 * scale  # tails a uniform draw would not have
+        assert np.all(np.abs(q - env.task.init_qpos) <= scale)
