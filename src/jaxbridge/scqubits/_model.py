@@ -12,6 +12,7 @@ import scipy.sparse as sparse
 
 from . import _errors
 from ._eigh import eigh_k, eigvalsh_k
+from ._noise import NoiseMethods
 from ._qubits import BUILDERS, FIXED_OPERATOR_NAMES, Spec
 from ._sparse import SparseSolver
 from ._terms import Terms, complex_of, fixed
@@ -33,7 +34,7 @@ if TYPE_CHECKING:  # jaxtyping is a test-time dependency only
     Elements = Inexact[Array, "*batch k k"]
 
 
-class Model:
+class Model(NoiseMethods):
     """JAX functions of a scqubits object's continuous parameters.
 
     Made by `jaxbridge.scqubits.model(obj)`; `obj` is read once (its operators, cutoffs and
