@@ -421,7 +421,7 @@ def main() -> None:
         if i % max(num_updates // 20, 1) == 0 or i == num_updates - 1:
             line = ", ".join(
                 f"{n} {windowed(curves[n])[-1]:7.1f} (KL {float(last[n]['kl']):.4f}, value loss "
-                f"{float(last[n]['value_loss']):.3f})"
+                f"{float(last[n]['value_loss']):.2e})"
                 for n in names
             )
             print(
