@@ -201,12 +201,11 @@ def test_derivative_rules_are_partitioned_too(mode, rule, x64):
         g[..., 0] += (np.sin(x) * ct).sum(-1)
         return (g,)
 
-    options = (
-        dict(derivative=jaxbridge.FiniteDifferences())
-        if rule == "fd"
-        else dict(jvp=f_jvp, vjp=f_vjp)
-    )
-    h = jaxbridge.host(f, result=lambda x: x, vmap="vectorized", **options)
+    if rule == "fd":
+        derivative = jaxbridge.FiniteDifferences()
+        h = jaxbridge.host(f, result=lambda x: x, vmap="vectorized", derivative=derivative)
+    else:
+        h = jaxbridge.host(f, result=lambda x: x, vmap="vectorized", jvp=f_jvp, vjp=f_vjp)
     ref = lambda x: jnp.sin(x) * x[..., :1]  # noqa: E731
     x0 = np.linspace(0.1, 2.0, 48).reshape(16, 3)
     sharding = NamedSharding(mesh1(mode), P("d"))
