@@ -68,7 +68,7 @@ def test_vmap_is_one_batch_call_and_matches_each_env(x64, monkeypatch):
 def test_scan_of_vmap_matches_stepwise(x64):
     env = jg.make("Hopper-v5")
     keys = jax.random.split(jax.random.key(3), 4)
-    state, _, _ = jax.vmap(env.reset)(keys)
+    state, _, _ = jax.jit(jax.vmap(env.reset))(keys)
     acts = jnp.asarray(np.random.default_rng(2).uniform(-1, 1, (6, 4, env.nu)))
 
     def body(s, a):
@@ -85,10 +85,10 @@ def test_scan_of_vmap_matches_stepwise(x64):
 
 def test_step_never_resets_and_counts_steps(x64):
     env = jg.make("Hopper-v5", max_episode_steps=3)
-    state, _, _ = env.reset(jax.random.key(0))
-    truncs = []
+    state, _, _ = jax.jit(env.reset)(jax.random.key(0))
+    truncs, step = [], jax.jit(env.step)
     for _ in range(4):
-        state, _, _, _, trunc, _ = env.step(state, jnp.zeros(env.nu))
+        state, _, _, _, trunc, _ = step(state, jnp.zeros(env.nu))
         truncs.append(bool(trunc))
     assert truncs == [False, False, True, True]
     assert int(state.steps) == 4
@@ -96,7 +96,7 @@ def test_step_never_resets_and_counts_steps(x64):
 
 def test_autoreset_step_keeps_the_final_observation(x64):
     env = jg.make("Hopper-v5", max_episode_steps=2)
-    state, _, _ = env.reset(jax.random.key(0))
+    state, _, _ = jax.jit(env.reset)(jax.random.key(0))
     step = jax.jit(env.autoreset_step)
     a = jnp.zeros(env.nu)
     state, obs, _, _, trunc, info = step(state, a, jax.random.key(1))
@@ -106,10 +106,10 @@ def test_autoreset_step_keeps_the_final_observation(x64):
     state, obs, _, _, trunc, info = step(state, a, jax.random.key(2))
     assert bool(trunc) and int(state.steps) == 0
     # the final observation is the step's own; the returned one the new episode's
-    expected = env.step(before, a)[1]
+    expected = jax.jit(env.step)(before, a)[1]
     np.testing.assert_array_equal(info["final_obs"], expected)
-    fresh = env.initial(jax.random.key(2))
-    np.testing.assert_array_equal(obs, env.observation(fresh))
+    fresh = jax.jit(env.initial)(jax.random.key(2))
+    np.testing.assert_array_equal(obs, jax.jit(env.observation)(fresh))
     np.testing.assert_array_equal(state.physics, fresh.physics)
 
 
@@ -130,7 +130,7 @@ def test_registration_make_and_make_vec(x64):
 def test_initial_is_gymnasiums_reset_distribution(x64):
     """Hopper's reset: init_qpos/qvel plus U(-0.005, 0.005) noise on every coordinate."""
     env, g = jg.make("Hopper-v5"), gymnasium.make("Hopper-v5")
-    states = jax.vmap(env.initial)(jax.random.split(jax.random.key(0), 2000))
+    states = jax.jit(jax.vmap(env.initial))(jax.random.split(jax.random.key(0), 2000))
     u = g.unwrapped
     x = np.asarray(states.physics[:, 1:]) - np.concatenate([u.init_qpos, u.init_qvel])
     assert np.all(np.abs(x) <= 0.005) and np.abs(x).max() > 0.0049
@@ -143,7 +143,7 @@ def test_autoreset_forwards_only_the_new_episodes(x64, monkeypatch):
     """Reacher reads body positions: a new episode's come from `mj_forward` of its rows only."""
     env = jg.make("Reacher-v5", max_episode_steps=2)
     keys = jax.random.split(jax.random.key(0), 3)
-    state, _, _ = jax.vmap(env.reset)(keys)
+    state, _, _ = jax.jit(jax.vmap(env.reset))(keys)
     state = state._replace(steps=jnp.asarray([0, 1, 0], jnp.int32))  # the second one truncates
     forwarded = []
     original = _engine.Rows.forward_into
@@ -157,13 +157,13 @@ def test_autoreset_forwards_only_the_new_episodes(x64, monkeypatch):
     new_keys = jax.random.split(jax.random.key(1), 3)
     out, obs, _, _, trunc, info = jax.jit(jax.vmap(env.autoreset_step))(state, a, new_keys)
     assert trunc.tolist() == [False, True, False] and forwarded == [[1]]
-    stepped = jax.vmap(env.step)(state, a)
-    fresh = env.initial(new_keys[1])
+    stepped = jax.jit(jax.vmap(env.step))(state, a)
+    fresh = jax.jit(env.initial)(new_keys[1])
     for i in (0, 2):
         np.testing.assert_array_equal(out.fields["xpos"][i], stepped[0].fields["xpos"][i])
         np.testing.assert_array_equal(obs[i], stepped[1][i])
     np.testing.assert_array_equal(out.fields["xpos"][1], fresh.fields["xpos"])
-    np.testing.assert_array_equal(obs[1], env.observation(fresh))
+    np.testing.assert_array_equal(obs[1], jax.jit(env.observation)(fresh))
     np.testing.assert_array_equal(info["final_obs"], stepped[1])
 
 
@@ -195,7 +195,7 @@ def test_no_retrace_on_a_second_call(x64):
         return env.step(s, a)
 
     step = jax.jit(jax.vmap(f))
-    state, _, _ = jax.vmap(env.reset)(jax.random.split(jax.random.key(0), 2))
+    state, _, _ = jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.key(0), 2))
     for _ in range(3):
         state, *_ = step(state, jnp.zeros((2, 2)))
     assert len(traces) == 1
@@ -219,7 +219,7 @@ def test_float32_without_x64_rounds_gymnasiums_numbers():
 def test_nested_and_broadcast_vmaps_are_the_flat_batch(x64):
     env = jg.make("Reacher-v5")
     keys = jax.random.split(jax.random.key(0), 6).reshape(2, 3)
-    state, _, _ = jax.vmap(jax.vmap(env.reset))(keys)
+    state, _, _ = jax.jit(jax.vmap(jax.vmap(env.reset)))(keys)
     a = jnp.asarray(np.random.default_rng(0).uniform(-1, 1, (2, 3, 2)))
     nested = jax.jit(jax.vmap(jax.vmap(env.step)))(state, a)
     flat_state = jax.tree_util.tree_map(lambda x: x.reshape(6, *x.shape[2:]), state)
@@ -228,9 +228,10 @@ def test_nested_and_broadcast_vmaps_are_the_flat_batch(x64):
     row = jax.tree_util.tree_map(lambda x: x[0], state)
     one = jax.tree_util.tree_map(lambda x: x[1], row)
     shared_action = jax.jit(jax.vmap(env.step, in_axes=(0, None)))(row, a[0, 0])
-    np.testing.assert_array_equal(shared_action[1][1], env.step(one, a[0, 0])[1])
+    step = jax.jit(env.step)
+    np.testing.assert_array_equal(shared_action[1][1], step(one, a[0, 0])[1])
     shared_state = jax.jit(jax.vmap(env.step, in_axes=(None, 0)))(one, a[0])
-    np.testing.assert_array_equal(shared_state[1][2], env.step(one, a[0, 2])[1])
+    np.testing.assert_array_equal(shared_state[1][2], step(one, a[0, 2])[1])
 
 
 def test_make_vec_of_an_env_with_fields(x64):
@@ -247,7 +248,7 @@ def test_many_rows_are_stepped_in_chunks_as_the_rows_alone(x64):
     """A Jacobian's points exceed one batch: chunks of `CHUNK` rows, the last one padded."""
     env = jg.make("Reacher-v5")
     n = _engine.CHUNK + 44
-    states = jax.vmap(env.initial)(jax.random.split(jax.random.key(0), n))
+    states = jax.jit(jax.vmap(env.initial))(jax.random.split(jax.random.key(0), n))
     P = np.asarray(states.physics)
     W = np.zeros((n, env.nv))
     U = np.random.default_rng(0).uniform(-1, 1, (n, env.nu))
@@ -262,7 +263,7 @@ def test_many_rows_are_stepped_in_chunks_as_the_rows_alone(x64):
 
 def _draws(env_id, n=2000):
     env = jg.make(env_id)
-    states = jax.vmap(env.initial)(jax.random.split(jax.random.key(7), n))
+    states = jax.jit(jax.vmap(env.initial))(jax.random.split(jax.random.key(7), n))
     q = np.asarray(states.physics[:, 1 : 1 + env.nq])
     v = np.asarray(states.physics[:, 1 + env.nq : 1 + env.nq + env.nv])
     return env, q, v
