@@ -3,18 +3,21 @@
 Under plain `jit` with sharded inputs XLA's partitioner sees a custom call it cannot split.
 `jax.pure_callback` pins it to device 0 (`{maximal device=0}`): the batch is gathered there,
 and the result's other shards hold wrong values (jax#38164, jax#38968). Instead, the lowering of
-`host_call_p` lowers a `shard_map` of the per-shard call, so JAX's own partitioner does the
-splitting:
+`host_call_p` lowers a `shard_map` of the per-device call, so JAX's own partitioner does the
+splitting (`jax.experimental.custom_partitioning` segfaults with a callback inside on jax
+0.10.2):
 
 - **A batched call** (leading batch dimensions, the expand_dims convention of `_call.py`) is
   split along one batch dimension over every device of the computation: each device's call
   sees its block of rows. The shard_map's `in_specs` name the split, and XLA moves data only
   where the input's actual sharding differs, so values are right whatever that sharding is.
-  A batch that does not divide evenly is padded to a multiple of the device count; the pad rows
-  never reach the host (the device holding them calls the host on its real rows only, or not at
-  all).
+  A batch that does not divide evenly reaches every device whole; each device calls the host
+  on its block of ceil(B / devices) rows (the last ones on fewer, or not at all).
 - **An unbatched call** sees the whole array, as before: device 0 calls the host and the
   result is broadcast to every device, bit for bit.
+- **Failures.** A device whose callback raises stops, and the others would wait for it in the
+  next collective until XLA aborts the process. Each device's call reports a status instead;
+  the devices agree on it, and all raise the host's exception together, or none does.
 
 Which mesh: the context mesh (`jax.set_mesh`) when there is one, else the mesh of an input
 whose type carries Explicit axes, else a one-axis mesh over the computation's devices (auto
