@@ -32,7 +32,7 @@ from sympy.tensor.array import NDimArray
 
 from .._linear import _Fn, linear_call
 from . import _errors
-from ._compile import _generate, _is_expr_leaf, normalize_args
+from ._codegen import _generate, _is_expr_leaf, normalize_args
 
 
 def _hashable(x: Any) -> Any:

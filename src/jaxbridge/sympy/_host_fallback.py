@@ -2,28 +2,34 @@
 
 Each host function is a `jax.custom_jvp` whose primal is one host call on SciPy or mpmath (in
 float64 or complex128, cast back to the input dtype) and whose tangent is the symbolic partial
-derivative, compiled by `jaxbridge.sympy.compile` like any other expression: itself native JAX
-where it can be, another host fallback where it cannot. So it works under jit, vmap, grad and
-at any order. Complex arguments give the complex value (`_special`); a real argument whose
-value is complex gives NaN.
+derivative, compiled like any other expression: itself native JAX where it can be, another
+host fallback where it cannot. So it works under jit, vmap, grad and at any order. Complex
+arguments give the complex value (`_special`); a real argument whose value is complex gives
+NaN.
+
+The compiler sits above this module (its printer makes the host fallbacks), so it comes in as
+an argument of `make`, never as an import.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import sympy
 
+from .._host import host
 from . import _errors, _functions, _runtime, _special
+
+#: `(expr, args) -> f`: compiles a derivative (a SymPy expression in `args`) to JAX.
+Compiler = Callable[[sympy.Basic, list[Any]], Callable[..., jax.Array]]
 
 
 def _wrap(impl: _special.Implementation, name: str) -> Callable[..., jax.Array]:
-    from jaxbridge import host
-
     def on_host(*arrays: np.ndarray) -> np.ndarray:
         dtype = arrays[0].dtype  # every argument has it: `call` casts them
         is_complex = bool(np.issubdtype(dtype, np.complexfloating))
@@ -42,10 +48,10 @@ def _wrap(impl: _special.Implementation, name: str) -> Callable[..., jax.Array]:
     )
 
 
-def _partial(n: int, builder: Callable[..., sympy.Basic], i: int) -> Callable | None:
+def _partial(
+    n: int, builder: Callable[..., sympy.Basic], i: int, compile_: Compiler
+) -> Callable | None:
     """The compiled partial derivative in argument `i` (None: SymPy or we cannot compute it)."""
-    from ._compile import compile as compile_
-
     dummies = sympy.symbols(f"_a0:{n}", real=True)
     derivative = sympy.diff(builder(*dummies), dummies[i])
     if derivative.has(sympy.Derivative, sympy.Subs):
@@ -56,7 +62,7 @@ def _partial(n: int, builder: Callable[..., sympy.Basic], i: int) -> Callable | 
         return None
 
 
-def _build(node: sympy.Basic) -> Callable[..., jax.Array]:
+def _build(node: sympy.Basic, compile_: Compiler) -> Callable[..., jax.Array]:
     """`call(labels, *args)`: the host function of `node`'s class, shared by its nodes."""
     impl = _functions.implementation(node)
     builder = _functions.host_builder(node)
@@ -77,7 +83,7 @@ def _build(node: sympy.Basic) -> Callable[..., jax.Array]:
             if type(t) is jax.custom_derivatives.SymbolicZero:
                 continue
             if i not in partials:
-                partials[i] = _partial(n, builder, i)
+                partials[i] = _partial(n, builder, i, compile_)
             partial = partials[i]
             if partial is None:
                 raise NotImplementedError(
@@ -114,14 +120,19 @@ def _dtype(arrays: Sequence[jax.Array]) -> np.dtype:
 _REGISTRY: dict[tuple, Callable[..., jax.Array]] = {}
 
 
-def make(node: sympy.Basic, labels: Sequence[str] | None = None) -> Callable[..., jax.Array]:
+def make(
+    node: sympy.Basic, compile_: Compiler, labels: Sequence[str] | None = None
+) -> Callable[..., jax.Array]:
     """The JAX callable for `node`, taking `_functions.host_arguments(node)`.
 
-    `labels` name its arguments in errors (the user's expressions); by default, as printed.
+    Args:
+        node: the SymPy node (its class and static parameters pick the host function).
+        compile_: compiles its partial derivatives, when a derivative is first asked for.
+        labels: name its arguments in errors (the user's expressions); by default, as printed.
     """
     key = _functions.host_key(node)
     if key not in _REGISTRY:
-        _REGISTRY[key] = _build(node)
+        _REGISTRY[key] = _build(node, compile_)
     if labels is None:
         labels = [str(a) for a in _functions.host_arguments(node)]
     return functools.partial(_REGISTRY[key], tuple(labels))

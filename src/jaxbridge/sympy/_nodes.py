@@ -14,6 +14,7 @@ import sympy
 from sympy.matrices.expressions import matexpr
 
 from . import _errors, _functions
+from ._atoms import Mask, is_function, literal, unknown_function
 
 _SUM_LIMIT = 10_000
 
@@ -51,8 +52,6 @@ class NodeRules:
     # Dependencies.
 
     def deps(self, node: Any, ctx: Any) -> list[tuple[Any, Any]]:
-        from ._printer import Mask, is_function, literal
-
         if isinstance(node, Mask):
             pairs: Any = node.piecewise.args
             return [(pair.cond, ctx) for pair in pairs[: node.k + 1]]
@@ -90,8 +89,6 @@ class NodeRules:
             return []
         if is_function(node):
             if node.func not in self.extra_functions and node.func not in _functions.NATIVE:
-                from ._printer import unknown_function
-
                 raise unknown_function(node)
             if node.func in self.extra_functions:
                 return [(a, ctx) for a in node.args]
@@ -104,8 +101,6 @@ class NodeRules:
     # Code.
 
     def code(self, node: Any, ctx: Any, codes: list[str]) -> str:
-        from ._printer import Mask, is_function, literal
-
         if isinstance(node, Mask):
             return f"_rt.taken([{', '.join(codes)}], {node.k})"
         if node in self.leaves:
@@ -129,8 +124,6 @@ class NodeRules:
         if isinstance(node, matexpr.MatrixExpr):
             matrix = self._matrix(node, codes)
             if matrix is None:
-                from ._printer import unknown_function
-
                 raise unknown_function(node)
             return matrix
         if isinstance(node, sympy.Piecewise):
@@ -167,8 +160,6 @@ class NodeRules:
                 name = self.register("_x", self.extra_functions[node.func])
                 return f"{name}({', '.join(codes)})"
             return _functions.NATIVE[node.func](node, codes, self)
-        from ._printer import unknown_function
-
         raise unknown_function(node)
 
     # Products and powers, exactly.

@@ -10,15 +10,14 @@ because its rebuilding queries SymPy assumptions, which is exponential on such D
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
 import sympy
-from sympy.matrices.expressions import matexpr
 
-from . import _errors, _functions, _host_fallback
+from . import _functions, _host_fallback
+from ._atoms import Leaf, Mask, literal_like
 from ._nodes import NodeRules
 
 # Beyond this many operands an Add or Mul is a call with many arguments, not a chain of
@@ -35,43 +34,6 @@ class Context:
     mask: Hashable | None = None  # a `Mask` node, evaluated in `parent`
 
 
-@dataclass(frozen=True)
-class Mask:
-    """Where branch `k` of `piecewise` is taken."""
-
-    piecewise: Any  # a sympy.Piecewise
-    k: int
-
-
-@dataclass(frozen=True)
-class Leaf:
-    """How an input symbol is read from the function's arguments."""
-
-    var: str  # the argument variable
-    index: tuple[int, ...]  # element index into its trailing dims; () for the whole array
-    matrix_dims: int  # trailing dims of the value itself (2 for a MatrixSymbol, else 0)
-
-
-def literal(node: Any) -> str | None:
-    """The Python literal of a numeric atom, or None if `node` is not one."""
-    if node.is_Integer:
-        return repr(float(int(node)))  # weakly typed float: `lax` arithmetic accepts it
-    if node.is_Number or isinstance(node, sympy.NumberSymbol):
-        if node is sympy.S.ComplexInfinity:
-            return None
-        value = float(node)
-        if math.isfinite(value):
-            return repr(value)
-        return "jnp.nan" if math.isnan(value) else ("jnp.inf" if value > 0 else "-jnp.inf")
-    if node is sympy.S.ImaginaryUnit:
-        return "1j"
-    if node is sympy.true:
-        return "True"
-    if node is sympy.false:
-        return "False"
-    return None
-
-
 class Printer(NodeRules):
     """Accumulates the assignments of one generated function."""
 
@@ -79,10 +41,22 @@ class Printer(NodeRules):
         self,
         leaves: dict[sympy.Basic, Leaf],
         extra_functions: dict,
+        compile_derivative: _host_fallback.Compiler,
         cse: bool = True,
         display: dict[sympy.Basic, str] | None = None,
     ) -> None:
+        """A printer for one generated function.
+
+        Args:
+            leaves: how each input symbol is read from the arguments.
+            extra_functions: the user's `{sympy_function: jax_callable}`.
+            compile_derivative: `(expr, args) -> callable`, the compiler of the generated
+                code above this module, for the derivatives of host fallbacks.
+            cse: print each distinct node once.
+            display: internal symbols -> the user's names, in errors.
+        """
         self.leaves = leaves
+        self.compile_derivative = compile_derivative
         self.display = dict(display or {})  # internal symbols -> the user's names, in errors
         self._hosts: dict[Hashable, str] = {}
         self.extra_functions = dict(extra_functions or {})
@@ -122,7 +96,8 @@ class Printer(NodeRules):
         """The namespace name of `node`'s host fallback (registered once per node)."""
         key = ("host", node)
         if key not in self._hosts:
-            self._hosts[key] = self.register("_h", _host_fallback.make(node, self.labels(node)))
+            fallback = _host_fallback.make(node, self.compile_derivative, self.labels(node))
+            self._hosts[key] = self.register("_h", fallback)
         return self._hosts[key]
 
     def host(self, node: sympy.Basic, codes: list[str]) -> str:
@@ -200,24 +175,3 @@ class Printer(NodeRules):
             stack.extend(node.args)
         self._safe[root] = True
         return True
-
-
-def literal_like(code: str) -> bool:
-    try:
-        float(code.lstrip("-"))
-        return True
-    except ValueError:
-        return code in ("True", "False", "1j", "jnp.nan", "jnp.inf", "-jnp.inf")
-
-
-def unknown_function(node: sympy.Basic) -> ValueError:
-    func = getattr(node.func, "__name__", str(node.func))
-    return ValueError(_errors.UNKNOWN_FUNCTION.format(func=func, node=node))
-
-
-def is_function(node: sympy.Basic) -> bool:
-    return isinstance(node, sympy.Function) or node.func in _functions.NATIVE
-
-
-def is_matrix(node: sympy.Basic) -> bool:
-    return isinstance(node, (matexpr.MatrixExpr, sympy.MatrixBase))

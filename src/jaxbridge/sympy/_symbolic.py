@@ -22,7 +22,7 @@ import sympy
 from sympy.tensor.array import NDimArray
 
 from . import _functions
-from ._compile import _generate, _is_expr_leaf, normalize_args
+from ._codegen import _generate, _is_expr_leaf, normalize_args
 
 # sympy.simplify is worth its (super-linear) cost only on small derivatives.
 _SIMPLIFY_LIMIT = 40
