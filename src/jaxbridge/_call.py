@@ -5,11 +5,12 @@ A call is the primitive `host_call_p`. On CPU it lowers through
 NumPy views and its result is written straight into XLA's output buffers. Elsewhere (GPU, where
 `np.asarray` of a buffer fails, jax#38173), for packed sub-byte dtypes (int4, float4_e2m1fn,
 ...: see `is_packed`), or when asked, it lowers through `jax.pure_callback`. Under a `jit` over
-several devices it lowers as a `shard_map` of one call per device (`_sharding.py`). `io=True` is the same primitive carrying the effect of
-`io_callback(ordered=False)`, so JAX never removes it as dead code, and XLA's custom call is marked
-as having a side effect. `ordered=True` uses an ordered `jax.experimental.io_callback` inside a
-`custom_vmap`. Batching follows the expand_dims convention (the batch is
-the leading dimensions, size 1 where an operand is unbatched), so a batch is ONE host call.
+several devices it lowers as a `shard_map` of one call per device (`_sharding.py`).
+`io=True` is the same primitive carrying the effect of `io_callback(ordered=False)`, so JAX
+never removes it as dead code, and XLA's custom call is marked as having a side effect.
+`ordered=True` uses an ordered `jax.experimental.io_callback` inside a `custom_vmap`. Batching
+follows the expand_dims convention (the batch is the leading dimensions, size 1 where an operand
+is unbatched), so a batch is ONE host call.
 """
 
 from __future__ import annotations
