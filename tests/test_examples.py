@@ -26,6 +26,11 @@ EXPECTED = {
     "06_migrate_from_pure_callback.py": ["values and JVPs equal", "before: jax.grad fails"],
     "07_closed_loop.py": ["mean final distance to target"],
     "08_ppo.py": ["jaxbridge: mean episode return", "gymnasium: mean episode return"],
+    "09_qubit_design.py": [
+        "| jaxbridge + Optax L-BFGS |",
+        "| scqubits + SciPy Nelder-Mead |",
+        "jaxbridge's objective equals scqubits' at the final design: True",
+    ],
 }
 
 

@@ -12,18 +12,19 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from . import _fluxonium, _head_height, _ppo, _transmon, _vae
+from . import _fluxonium, _head_height, _ppo, _qubit_design, _transmon, _vae
 
 Stage = Callable[..., None]  # stage(report: list[str], *, quick: bool, out: pathlib.Path)
 
 # The stages, in order: the first user question (MuJoCo), then the second (SymPy, scqubits),
-# then an RL user's (PPO on jaxbridge.gymnasium).
+# then an RL user's (PPO on jaxbridge.gymnasium), then qubit design by gradient (scqubits).
 STAGES: tuple[Stage, ...] = (
     _head_height.stage,
     _vae.stage,
     _transmon.stage,
     _fluxonium.stage,
     _ppo.stage,
+    _qubit_design.stage,
 )
 
 
