@@ -4,7 +4,8 @@ NEEDS_SCQUBITS = "`jaxbridge.scqubits` needs scqubits: `pip install jaxbridge[sc
 
 UNSUPPORTED = (
     "`jaxbridge.scqubits.model`: no model for an object of type `{got}`. Supported: {supported}. "
-    "Composite systems (`HilbertSpace`, `ParameterSweep`) are not supported."
+    "For composite systems pass the `HilbertSpace` itself (a `ParameterSweep` is a `vmap` of its "
+    "model)."
 )
 
 UNKNOWN_PARAM = (

@@ -339,11 +339,15 @@ def model(obj: Any) -> Any:
 
     Args:
         obj: a `scqubits.Transmon`, `TunableTransmon`, `Fluxonium`, `FluxQubit`, `ZeroPi`,
-            `Cos2PhiQubit` or `Circuit` (any `ext_basis`, no hierarchical diagonalization).
+            `Cos2PhiQubit` or `Circuit` (any `ext_basis`; with `system_hierarchy` too), or a
+            `HilbertSpace` of those and `Oscillator`, `KerrOscillator`, `GenericQubit`.
 
     Returns:
         A `Model`: `hamiltonian`, `eigenvals`, `eigensys`, `matrixelements` and
-        `d_hamiltonian` as JAX functions of `params`, starting from `model.params`.
+        `d_hamiltonian` as JAX functions of `params`, starting from `model.params`. For a
+        `HilbertSpace`, a `HilbertSpaceModel` (dressed spectrum, bare labels, bare spectra); for
+        a hierarchical `Circuit`, a `HierarchicalModel` (`hamiltonian`, `eigenvals`,
+        `eigensys`).
 
     Raises:
         TypeError: `obj` is not one of the supported classes.
@@ -375,5 +379,5 @@ def model(obj: Any) -> Any:
             from ._circuit import circuit
 
             return Model(obj, circuit(obj))
-    supported = ", ".join(f"`{n}`" for n in [*BUILDERS, "Circuit"])
+    supported = ", ".join(f"`{n}`" for n in [*BUILDERS, "Circuit", "HilbertSpace"])
     raise TypeError(_errors.UNSUPPORTED.format(got=kind, supported=supported))
