@@ -260,6 +260,11 @@ class Threads(_Executor):
     BLAS called from other threads of the process meanwhile runs single-threaded too; the
     previous settings are back when the last concurrent batch ends.
 
+    The calling thread runs chunks too. With glibc it would page-fault a host function's large
+    temporaries in again at every call (its main arena trims eagerly), so the first
+    `jaxbridge.host` of a process raises glibc's malloc thresholds (`JAXBRIDGE_MALLOPT=0`
+    opts out; docs/batching.md, "Threads and memory").
+
     Example:
         >>> import jax, jax.numpy as jnp, numpy as np, jaxbridge
         >>> solve = jaxbridge.host(
