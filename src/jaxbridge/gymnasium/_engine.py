@@ -205,6 +205,12 @@ class Rows:
         self.rne_slot = engine.fields.index(RNE) if engine.rne else -1
         self.data: Any = mujoco.MjData(engine.model) if engine.rne else None
         self.cfrc = None if self.data is None else self.data.cfrc_ext  # a view, written in place
+        # `cfrc_ext` is the contacts' forces, and also applied forces (`xfrc_applied`, zero
+        # here: nothing writes it) and equality constraints': with none of the latter in the
+        # model, a row without contacts has none.
+        self.ncon: np.ndarray | None = None
+        if engine.rne and int(engine.model.neq) == 0:
+            self.ncon = batch.bind("ncon")
         self.native = batch._b
         self.nstep = engine.frame_skip
         # XLA may run two host calls of one program at once (a step and its Jacobian's
@@ -256,7 +262,12 @@ class Rows:
     def _rne(self, out: np.ndarray) -> None:
         m, d, get, cfrc = self.engine.model, self.data, self.native.get_data, self.cfrc
         rne = mujoco.mj_rnePostConstraint
-        for i in range(self.B):
+        if self.ncon is None:
+            rows = range(self.B)
+        else:  # without contacts `cfrc_ext` is zero: only the rows in contact need the pass
+            out[...] = 0.0
+            rows = np.flatnonzero(self.ncon).tolist()
+        for i in rows:
             get(i, d)  # the row's MjData as its last substep left it
             rne(m, d)
             out[i] = cfrc
