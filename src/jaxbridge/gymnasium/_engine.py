@@ -10,7 +10,7 @@ the last substep's evaluation; the batch copies the bound ones out in C, on its 
 `mj_rnePostConstraint` is no part of `mj_step` (MuJoCo runs it inside a step only for the
 acceleration sensors, and not in the RK4 integrator's later stages, whose contacts are the
 ones gymnasium reads): an environment that reads `cfrc_ext` steps a persistent batch and runs
-it per row on each row's own `MjData` after the step.
+it on the own `MjData` of each row in contact after the step.
 """
 
 from __future__ import annotations
