@@ -254,18 +254,35 @@ def main() -> None:
     rate, cpu_rate = measure(cases, rounds)
     columns = [(c.env_id, c.B) for c in cases]
     header = ("env steps/s", *(f"{e} B={b}" for e, b in columns))
-    rows = [
-        (name, *(f"{rate[(e, b, name)]:,.0f}" if (e, b, name) in rate else "—" for e, b in columns))
-        for name in ROWS
-        if any((e, b, name) in rate for e, b in columns)
-    ]
+
+    def rows(rates: dict[Key, float]) -> list[tuple[str, ...]]:
+        return [
+            (
+                name,
+                *(
+                    f"{rates[(e, b, name)]:,.0f}" if (e, b, name) in rates else "—"
+                    for e, b in columns
+                ),
+            )
+            for name in ROWS
+            if any((e, b, name) in rates for e, b in columns)
+        ]
+
     print(
         table(
             f"jaxbridge.gymnasium against the engine floor, EnvPool and gymnasium (float64, "
             f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}, {nthread} threads "
             f"for MuJoCo and EnvPool, random actions, best of {rounds} interleaved rounds)",
-            rows,
+            rows(rate),
             header,
+        )
+    )
+    print(
+        table(
+            "The same, in env steps per CPU second of this process (all its threads): work done, "
+            "which other processes' time slices do not inflate",
+            rows(cpu_rate),
+            ("env steps per CPU s", *header[1:]),
         )
     )
     ratios = []
