@@ -255,10 +255,17 @@ def plot(
     ax = axes[0]
     for (label, (trace, compile_s)), color in zip(traces.items(), ("C0", "C3")):
         times = np.asarray(trace.times)
-        ax.plot(times, trace.best, color=color, label=label)
+        ax.plot(times, trace.best, color=color, label=label, drawstyle="steps-post")
         if compile_s:
             label = f"{label}, with its compile + warm-up ({compile_s:.0f} s)"
-            ax.plot(times + compile_s, trace.best, "--", color=color, label=label)
+            ax.plot(
+                times + compile_s,
+                trace.best,
+                "--",
+                color=color,
+                label=label,
+                drawstyle="steps-post",
+            )
     ax.set_xscale("log")
     ax.set_yscale("symlog", linthresh=3.0)
     ax.set_yticks([-2, -1, 0, 1, 2, 10, 100], ["-2", "-1", "0", "1", "2", "10", "100"])
