@@ -36,15 +36,15 @@ _SWITCH = 2.0
 
 def _small(x: jax.Array) -> jax.Array:
     """`K_0(x)` by the `t` sum (accurate for 1e-9 < x < ~5)."""
-    t = jnp.asarray(_T_NODES, x.dtype)
-    w = jnp.asarray(_T_WEIGHTS, x.dtype)
+    t = jnp.asarray(_T_NODES, x.dtype).reshape((1,) * x.ndim + (-1,))
+    w = jnp.asarray(_T_WEIGHTS, x.dtype).reshape(t.shape)
     return jnp.sum(w * jnp.exp(-x[..., None] * jnp.cosh(t)), axis=-1)
 
 
 def _scaled_large(x: jax.Array) -> jax.Array:
     """`exp(x) K_0(x)` by the `s` sum (accurate for x > ~1)."""
-    s = jnp.asarray(_S_NODES, x.dtype)
-    w = jnp.asarray(_S_WEIGHTS, x.dtype)
+    s = jnp.asarray(_S_NODES, x.dtype).reshape((1,) * x.ndim + (-1,))
+    w = jnp.asarray(_S_WEIGHTS, x.dtype).reshape(s.shape)
     terms = 2.0 * jnp.exp(-(s**2)) / jnp.sqrt(2.0 * x[..., None] + s**2)
     return jnp.sum(w * terms, axis=-1)
 

@@ -23,7 +23,7 @@ import scipy.sparse as sparse
 from ._bessel import k0_sinh
 from ._channels import BUILDERS, T_DEFAULT, Channel, Part
 from ._eigpairs import eigpairs_k
-from ._terms import Fixed, Params, Spectral, Terms
+from ._terms import Fixed, Params, Spectral, Terms, complex_of
 
 ParamsArg = Mapping[str, Any] | None
 
@@ -156,7 +156,7 @@ class _Elements:
         """`v^H O(p) v` for the columns of `v` (`(N, m)` -> `(m, m)`)."""
         cs = [jnp.asarray(c) for c in self.terms.coefficients(p)]
         complex_ = self.terms.is_complex or jnp.iscomplexobj(v) or any(map(jnp.iscomplexobj, cs))
-        dtype = jnp.result_type(v.dtype, jnp.complex64) if complex_ else v.dtype
+        dtype = complex_of(v.dtype) if complex_ else v.dtype
         v = v.astype(dtype)
         out = jnp.zeros((v.shape[-1], v.shape[-1]), dtype)
         for (kind, data), c in zip(self.parts, cs):
@@ -712,7 +712,7 @@ class NoiseMethods:
         params: Any,
         method: str,
     ) -> Any:
-        k = 1 + max(max(self._levels_of(n, o)) for n, _, o in plan)
+        k = 1 + max([1, *(max(self._levels_of(n, o)) for n, _, o in plan)])
         static = tuple(
             (n, scale, tuple(sorted((key, v) for key, v in o.items() if _is_static(v))))
             for n, scale, o in plan
@@ -722,8 +722,10 @@ class NoiseMethods:
         key = (static, k, bool(get_rate), _units(), esys is None)
         cache = self.__dict__["_noise_jit"]
         if key not in cache:
-            cache[key] = jax.jit(self._program(static, k, bool(get_rate), _units()))
-        return cache[key](values, dynamic, esys)
+            program = self._program(static, k, bool(get_rate), _units())
+            cache[key] = (program, jax.jit(program))
+        program, compiled = cache[key]
+        return compiled(values, dynamic, esys)
 
     def _levels_of(self, name: str, o: Mapping[str, Any]) -> tuple[int, int]:
         channel = self._channel(name)
