@@ -74,7 +74,17 @@ class Part:
         if callable(op) and not hasattr(op, "shape") and not hasattr(op, "full"):
             if getattr(op, "__self__", None) is not self.obj:
                 raise ValueError(_errors.HS_CALLABLE.format(where=where, got=op))
-            return self.named(op.__name__, where)
+            name = op.__name__
+            if getattr(self.obj, name, None) != op:  # a Circuit's methods are `operator_func`s
+                name = next(
+                    (
+                        n
+                        for n in dir(self.obj)
+                        if n.endswith("_operator") and getattr(self.obj, n) == op
+                    ),
+                    name,
+                )
+            return self.named(name, where)
         m = as_matrix(op)
         if m.shape != (self.native_dim, self.native_dim):
             raise ValueError(
