@@ -311,3 +311,25 @@ def test_an_exception_on_one_device_raises_everywhere(batched):
     # and the same call on good rows still works
     good = jax.device_put(np.ones((16, 3), np.float32), NamedSharding(mesh1(AxisType.Auto), P("d")))
     assert float(jax.jit(lambda x: g(x).sum())(good)) == 48.0
+
+
+def test_pure_callback_lowering_is_split_and_guarded_too():
+    """`lowering="pure"` (what GPUs use): the same split, and an exception still raises."""
+    seen = Seen()
+    h = jaxbridge.host(sin2(seen), result=lambda x: x, vmap="vectorized", lowering="pure")
+    x = jax.device_put(X, NamedSharding(mesh1(AxisType.Auto), P("d")))
+    assert_right_everywhere(jax.jit(jax.vmap(h))(x), 2 * np.sin(X))
+    assert seen.shapes() == [(4, 3)] * 4
+
+    def f(x):
+        if (x > 6).any():  # the last device's rows
+            raise ValueError("too large")
+        return x
+
+    bad = jaxbridge.host(f, result=lambda x: x, vmap="vectorized", lowering="pure")
+    with pytest.raises(Exception, match="too large"):
+        jax.block_until_ready(jax.jit(lambda x: jax.vmap(bad)(x).sum())(x))
+    try:  # pure_callback's runtime token keeps the error too: take it now, not at exit
+        jax.effects_barrier()
+    except Exception:
+        pass
