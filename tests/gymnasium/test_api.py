@@ -241,7 +241,7 @@ def test_make_vec_of_an_env_with_fields(x64):
     for _ in range(3):
         obs, r, term, trunc, info = v.step(np.full((2, 2), 0.1))
     assert obs.shape == (2, 10) and np.all(np.isfinite(np.asarray(obs)))
-    assert set(info) == {"reward_dist", "reward_ctrl", "final_obs"}
+    assert set(info) == {"reward_dist", "reward_ctrl", "final_obs", "_final_obs"}
 
 
 def test_many_rows_are_stepped_in_chunks_as_the_rows_alone(x64):

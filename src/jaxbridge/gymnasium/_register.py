@@ -39,7 +39,8 @@ class MujocoVectorEnv(VectorEnv):
 
     Observations, rewards, flags and info values are JAX arrays with a leading `num_envs`
     dimension; `info["final_obs"]` is each environment's last observation of the step (the
-    one before its reset where it terminated or truncated).
+    one before its reset where it terminated or truncated), and `info["_final_obs"]`, as in
+    gymnasium's vector environments, marks where it did.
     """
 
     def __init__(
@@ -83,6 +84,8 @@ class MujocoVectorEnv(VectorEnv):
         self.state, obs, reward, terminated, truncated, info = self._step(
             self.state, actions, self._keys()
         )
+        # gymnasium's mask of the environments whose `final_obs` is a final observation
+        info = {**info, "_final_obs": terminated | truncated}
         return obs, reward, terminated, truncated, info
 
 
