@@ -337,6 +337,8 @@ def test_partial_params_keep_other_values():
     hs[1].EJ = 3.5
     got = m.eigenvals({"g": {1: 0.3}, second: {"EJ": 3.5}})
     np.testing.assert_allclose(got, hs.eigenvals(), rtol=1e-9)
+    m.eigenvals({second: {"EJ": jnp.asarray(3.5)}})  # an array where floats were before
+    assert m._compiled._cache_size() == 1  # every call above reused one program
 
 
 def test_errors_name_the_cause():

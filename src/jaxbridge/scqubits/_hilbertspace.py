@@ -419,13 +419,13 @@ class HilbertSpaceModel:
 
 
 def _leaf(value: Any, default: Any, real: Any, method: str, where: str) -> jax.Array:
+    # Always cast: a Python float (weak type) and an array then share one compiled program.
     x = jnp.asarray(value)
     if isinstance(default, complex):
-        target = jnp.complex128 if real == jnp.float64 else jnp.complex64
-        return x if x.dtype == target else x.astype(target)
+        return x.astype(jnp.complex128 if real == jnp.float64 else jnp.complex64)
     if jnp.iscomplexobj(x):
         raise ValueError(_errors.HS_COMPLEX.format(method=method, where=where))
-    return x if x.dtype == real else x.astype(real)
+    return x.astype(real)
 
 
 def _map(fn: Callable[[Any], Any], values: Any) -> Any:
