@@ -15,6 +15,15 @@ jg = pytest.importorskip("jaxbridge.gymnasium")
 RTOL, ATOL = 1e-9, 1e-12  # relative, with an absolute floor for values that round to zero
 
 
+def gym_make(env_id: str, **kwargs: Any) -> Any:
+    """`gymnasium.make`, typed loosely (its environments' attributes are read freely here)."""
+    return gymnasium.make(env_id, **kwargs)
+
+
+def gym_make_vec(env_id: str, **kwargs: Any) -> Any:
+    return gymnasium.make_vec(env_id, **kwargs)
+
+
 def close(ours: Any, theirs: Any, what: str) -> None:
     np.testing.assert_allclose(
         np.asarray(ours, np.float64), np.asarray(theirs, np.float64), RTOL, ATOL, err_msg=what
@@ -45,9 +54,11 @@ def lockstep(
     gymnasium where an episode ends and taking its state; asserts every number of every step.
     Returns the number of episodes that ended (`"ended"`) and, for an environment that reads
     contact forces, the largest `|cfrc_ext|` met (`"cfrc_ext"`)."""
-    extra = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
+    extra: dict[str, Any] = (
+        {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
+    )
     env = jg.make(env_id, **kwargs, **extra)
-    g = gymnasium.make(env_id, **kwargs, **extra)
+    g = gym_make(env_id, **kwargs, **extra)
     step, observation = jitted(env)
     rng = np.random.default_rng(seed)
     obs, info = g.reset(seed=seed)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import gymnasium
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import close, close_info, jg
+from conftest import close, close_info, gym_make, gym_make_vec, jg
+from gymnasium.envs.functional_jax_env import FunctionalJaxEnv
 
 from jaxbridge.gymnasium import _engine
 
@@ -27,13 +27,13 @@ def test_max_episode_steps_default_is_gymnasiums():
 
 
 def test_spaces_are_gymnasiums():
-    env, g = jg.make("Hopper-v5"), gymnasium.make("Hopper-v5")
+    env, g = jg.make("Hopper-v5"), gym_make("Hopper-v5")
     assert env.observation_space == g.observation_space
     assert env.action_space == g.action_space
 
 
 def _gym_batch(env_id, n, seed):
-    envs = [gymnasium.make(env_id) for _ in range(n)]
+    envs = [gym_make(env_id) for _ in range(n)]
     for i, g in enumerate(envs):
         g.reset(seed=seed + i)
     return envs
@@ -114,13 +114,13 @@ def test_autoreset_step_keeps_the_final_observation(x64):
 
 
 def test_registration_make_and_make_vec(x64):
-    e = gymnasium.make("jaxbridge/Hopper-v5")
-    assert isinstance(e.unwrapped, gymnasium.envs.functional_jax_env.FunctionalJaxEnv)
+    e = gym_make("jaxbridge/Hopper-v5")
+    assert isinstance(e.unwrapped, FunctionalJaxEnv)
     obs, info = e.reset(seed=0)
     assert obs.shape == (11,) and "x_position" in info
     obs, r, term, trunc, info = e.step(np.zeros(3))
     assert isinstance(r, float) and "reward_ctrl" in info
-    v = gymnasium.make_vec("jaxbridge/Hopper-v5", num_envs=3)
+    v = gym_make_vec("jaxbridge/Hopper-v5", num_envs=3)
     assert isinstance(v, jg.MujocoVectorEnv) and v.func_env.max_episode_steps == 1000
     obs, info = v.reset(seed=0)
     obs, r, term, trunc, info = v.step(np.zeros((3, 3)))
@@ -129,7 +129,7 @@ def test_registration_make_and_make_vec(x64):
 
 def test_initial_is_gymnasiums_reset_distribution(x64):
     """Hopper's reset: init_qpos/qvel plus U(-0.005, 0.005) noise on every coordinate."""
-    env, g = jg.make("Hopper-v5"), gymnasium.make("Hopper-v5")
+    env, g = jg.make("Hopper-v5"), gym_make("Hopper-v5")
     states = jax.jit(jax.vmap(env.initial))(jax.random.split(jax.random.key(0), 2000))
     u = g.unwrapped
     x = np.asarray(states.physics[:, 1:]) - np.concatenate([u.init_qpos, u.init_qvel])
@@ -169,7 +169,7 @@ def test_autoreset_forwards_only_the_new_episodes(x64, monkeypatch):
 
 def test_state_from_gymnasium_refuses_another_model():
     env = jg.make("Hopper-v5")
-    g = gymnasium.make("Walker2d-v5")
+    g = gym_make("Walker2d-v5")
     g.reset(seed=0)
     with pytest.raises(TypeError, match=r"nq=6, nv=6, nu=3.*Walker2dEnv.*gymnasium.make\('Hopper"):
         env.state_from_gymnasium(g)
@@ -177,7 +177,7 @@ def test_state_from_gymnasium_refuses_another_model():
 
 def test_state_from_gymnasium_reads_the_time_limit_count(x64):
     env = jg.make("Hopper-v5")
-    g = gymnasium.make("Hopper-v5")
+    g = gym_make("Hopper-v5")
     g.reset(seed=0)
     for _ in range(3):
         g.step(np.zeros(3))
@@ -204,7 +204,7 @@ def test_no_retrace_on_a_second_call(x64):
 def test_float32_without_x64_rounds_gymnasiums_numbers():
     """x64 off: float32 states and observations, MuJoCo's float64 results rounded."""
     env = jg.make("Hopper-v5")
-    g = gymnasium.make("Hopper-v5")
+    g = gym_make("Hopper-v5")
     g.reset(seed=0)
     state = env.state_from_gymnasium(g)
     assert state.physics.dtype == jnp.float32
@@ -235,7 +235,7 @@ def test_nested_and_broadcast_vmaps_are_the_flat_batch(x64):
 
 
 def test_make_vec_of_an_env_with_fields(x64):
-    v = gymnasium.make_vec("jaxbridge/Reacher-v5", num_envs=2, reward_control_weight=0.5)
+    v = gym_make_vec("jaxbridge/Reacher-v5", num_envs=2, reward_control_weight=0.5)
     assert v.func_env.kwargs["reward_control_weight"] == 0.5
     obs, _ = v.reset(seed=1)
     for _ in range(3):

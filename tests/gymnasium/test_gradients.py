@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import gymnasium
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import jg
+from conftest import gym_make, jg
 
 
 def _our_return(env, K):
@@ -49,7 +48,7 @@ def _central(f, args, h=1e-6):
 
 def _start(env_id, seed, warmup, kwargs):
     """qpos and qvel after `warmup` random steps of gymnasium's environment."""
-    g = gymnasium.make(env_id, **kwargs)
+    g = gym_make(env_id, **kwargs)
     g.reset(seed=seed)
     rng = np.random.default_rng(seed)
     for _ in range(warmup):
