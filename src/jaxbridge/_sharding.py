@@ -137,7 +137,10 @@ class _Plan:
         takes the largest status and all raise together, or none does. Never inside a `cond`:
         every device must reach the same collectives.
         """
-        token = check(lax.pmax(status, self.axes))
+        failed = lax.pmax(status, self.axes)
+        # The check's callback runs only where a call failed: every device takes the same
+        # branch, since all hold the same `failed`.
+        token = lax.cond(failed != 0, check, lambda f: jnp.zeros((), STATUS.dtype), failed)
         # The results depend on the check (whose token is always 0), so nothing after it runs
         # before it; an optimization_barrier's unused token was removed by XLA, check and all.
         ok = token == 0
