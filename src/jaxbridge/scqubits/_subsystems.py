@@ -181,9 +181,12 @@ class OscillatorPart(Part):
             return (lambda p: p["l_osc"] * jnp.asarray(x)), False
         if name == "n_operator":
             y = (a.T - a) / np.sqrt(2)
-            return (
-                lambda p: (1j * jnp.asarray(y, complex_of(p["l_osc"].dtype))) / p["l_osc"]
-            ), True
+
+            def n_operator(p: Params) -> jax.Array:
+                dtype = complex_of(p["l_osc"].dtype)
+                return 1j * jnp.asarray(y, dtype) / p["l_osc"].astype(dtype)
+
+            return n_operator, True
         known = ["annihilation_operator", "creation_operator", "n_operator", "phi_operator"]
         raise ValueError(_errors.HS_UNKNOWN_OPERATOR.format(
             where=where, id_str=self.id_str, name=name, known=known))  # fmt: skip
