@@ -33,8 +33,8 @@ def _cos2phi_d_ng(obj):
     NotImplementedError with scipy 1.17 (`n_theta_operator() - ng` on a sparse matrix)."""
     ecj = obj.ECJ / (1 - obj.dCJ**2)
     n_theta = _dense(obj.n_theta_operator())
-    return (4 * obj.dCJ * ecj * _dense(obj.n_phi_operator())
-            - 4 * ecj * (n_theta - obj.ng * np.eye(n_theta.shape[0]) - _dense(obj.n_zeta_operator())))  # fmt: skip
+    shifted = n_theta - obj.ng * np.eye(n_theta.shape[0]) - _dense(obj.n_zeta_operator())
+    return 4 * obj.dCJ * ecj * _dense(obj.n_phi_operator()) - 4 * ecj * shifted
 
 
 def _scq(obj, name, **options):
@@ -189,7 +189,7 @@ def test_fluxonium_gradients_match_differences_of_scqubits():
              ("t1_capacitive", "EC", 1e-6), ("t1_effective", "EL", 1e-6)]  # fmt: skip
     for name, param, step in cases:
         x0 = float(getattr(obj, param))
-        ours = jax.grad(lambda x: getattr(m, name)(params={param: x}))(x0)
+        ours = jax.grad(lambda x, name=name, param=param: getattr(m, name)(params={param: x}))(x0)
         want = _central(theirs(name, param), x0, step)
         np.testing.assert_allclose(ours, want, rtol=1e-4, err_msg=f"d {name} / d {param}")
 
