@@ -9,7 +9,7 @@ installed.
 
 The quick runs of all scripts take minutes (two to three on 2 cores, more under load), a third
 of the default suite's budget, so by default this file runs: the runner over the fastest
-script, and the script whose peers are the optional ones (sympy.py) with those peers hidden.
+script, and the script whose peers are the optional ones (sympy_converters.py) with those peers hidden.
 Every other script, with and without its peers, runs under JAXBRIDGE_SLOW=1.
 """
 
@@ -106,7 +106,7 @@ def test_sympy_without_its_peers_skips_their_rows(tmp_path):
 
     The 200-operation rows only (`--max-ops 200`): the guard is the same at every size.
     """
-    out = check(script("sympy", "--max-ops", "200", env=hide(tmp_path, BENCH_PEERS)))
+    out = check(script("sympy_converters", "--max-ops", "200", env=hide(tmp_path, BENCH_PEERS)))
     assert "skipped: the sympy2jax rows (they need sympy2jax, which does not import" in out
     assert "pip install 'jaxbridge[bench]'" in out
     assert "sympy2jax  " not in out  # no row of it
@@ -116,7 +116,7 @@ def test_sympy_without_its_peers_skips_their_rows(tmp_path):
 @pytest.mark.slow
 def test_sympy_with_its_peers(tmp_path):
     pytest.importorskip("sympy2jax")
-    out = check(script("sympy", "--max-ops", "200", env=dict(os.environ)))
+    out = check(script("sympy_converters", "--max-ops", "200", env=dict(os.environ)))
     assert "skipped:" not in out and "sympy2jax" in out
 
 

@@ -18,7 +18,7 @@ from ._sparse import SparseSolver
 from ._terms import Terms, complex_of, fixed
 
 #: Above this dimension `method="auto"` uses the host sparse solver instead of dense `eigh`.
-#: Dense keeps every derivative (eigenvectors, hessian); `benchmarks/scqubits.py` finds the
+#: Dense keeps every derivative (eigenvectors, hessian); `benchmarks/scqubits_models.py` finds the
 #: sparse solver ~8x faster for 6 levels at dimension 630 (ZeroPi), so the switch is below that.
 DENSE_MAX_DIM = 500
 

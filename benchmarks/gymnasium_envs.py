@@ -1,7 +1,7 @@
 # ruff: noqa: E402 - the thread limit and the sys.path fix precede the imports
 """jaxbridge.gymnasium against raw MuJoCo, EnvPool and gymnasium, side by side in one run.
 
-    python benchmarks/gymnasium.py [--quick] [--rounds N] [--steps T]
+    python benchmarks/gymnasium_envs.py [--quick] [--rounds N] [--steps T]
 
 Environment steps per second (batch x steps / seconds), float64, OPENBLAS_NUM_THREADS=1,
 random actions drawn once (uniform over the action space, the same for every row), on
@@ -54,8 +54,8 @@ jax.config.update("jax_enable_x64", True)
 
 from _util import peer, require, table, verdict
 
-gymnasium = require("gymnasium", script="gymnasium.py")
-mujoco = require("mujoco", script="gymnasium.py")
+gymnasium = require("gymnasium", script="gymnasium_envs.py")
+mujoco = require("mujoco", script="gymnasium_envs.py")
 from mujoco import rollout as mj_rollout
 
 from jaxbridge.mujoco import Simulator

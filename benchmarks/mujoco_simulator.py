@@ -1,6 +1,6 @@
 """jaxbridge.mujoco against raw `mujoco.rollout` and MJX, side by side in one run.
 
-    python benchmarks/mujoco.py [--quick] [--nthread N] [--mjx-256]
+    python benchmarks/mujoco_simulator.py [--quick] [--nthread N] [--mjx-256]
 
 1. The closed loop, per call: `jax.jit` of a `lax.scan` over `jax.vmap(sim.step)` (one host
    call per scan step) on the gymnasium humanoid as shipped (RK4, PGS) and an Euler/Newton

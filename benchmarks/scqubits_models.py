@@ -15,7 +15,7 @@ interleaved (medians). Rows:
   energies, and the gradient of chi against differences of six sweeps
   (`--composite` runs only this table).
 
-`python benchmarks/scqubits.py --quick` is the short run (about a minute).
+`python benchmarks/scqubits_models.py --quick` is the short run (about a minute).
 """
 
 import os

@@ -5,7 +5,7 @@ Prints, per expression size, conversion, trace, XLA compile, call time on 100,00
 grad call time, with ratios to lambdify(modules="jax", cse=True) measured in the same run
 (medians; calls of all methods interleaved, so load on a shared machine hits each alike), then
 the cost of training the constants with the expression passed as a jit argument.
-`python benchmarks/sympy.py --quick` runs the small sizes only.
+`python benchmarks/sympy_converters.py --quick` runs the small sizes only.
 """
 
 import argparse
