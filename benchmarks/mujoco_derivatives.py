@@ -24,26 +24,19 @@ import copy
 import os
 import random
 import statistics
-import sys
 import time
 from collections.abc import Callable
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-# This folder holds a script named mujoco.py, which would shadow the package: import the
-# package with the folder off sys.path, then put it back for `_util`.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
-import mujoco  # noqa: E402
-import mujoco.rollout  # noqa: E402
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before NumPy loads
+import jax
+import jax.numpy as jnp
+import mujoco
+import mujoco.rollout
+import numpy as np
+from _util import QUICK, fmt_time, table, verdict
 
-sys.path.insert(0, _HERE)
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-from _util import QUICK, fmt_time, table, verdict  # noqa: E402
-
-from jaxbridge.mujoco import Simulator, _jacobians, _warmstart  # noqa: E402
-from jaxbridge.mujoco._derivatives import step_jacobians  # noqa: E402
+from jaxbridge.mujoco import Simulator, _jacobians, _warmstart
+from jaxbridge.mujoco._derivatives import step_jacobians
 
 jax.config.update("jax_enable_x64", True)
 FULL = int(mujoco.mjtState.mjSTATE_FULLPHYSICS)

@@ -31,23 +31,18 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
-# Run as a script, this file's folder comes first on sys.path and this file (mujoco.py) would
-# shadow the mujoco package.
-sys.path = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(__file__)]
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+from jax.experimental.buffer_callback import buffer_callback
+from mujoco import rollout as mj_rollout
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import mujoco  # noqa: E402
-import numpy as np  # noqa: E402
-from jax.experimental.buffer_callback import buffer_callback  # noqa: E402
-from mujoco import rollout as mj_rollout  # noqa: E402
-
-from jaxbridge.mujoco import Simulator  # noqa: E402
+from jaxbridge.mujoco import Simulator
 
 jax.config.update("jax_enable_x64", True)
 

@@ -1,4 +1,4 @@
-# ruff: noqa: E402, B023 - the sys.path fix precedes imports; closures run inside their loop
+# ruff: noqa: B023 - closures run inside their loop
 """jaxbridge.sympy.compile against sympy.lambdify (jax, cse), lambdify (numpy) and sympy2jax.
 
 Prints, per expression size, conversion, trace, XLA compile, call time on 100,000 points and
@@ -9,32 +9,18 @@ the cost of training the constants with the expression passed as a jit argument.
 """
 
 import argparse
-import os
 import random
-import sys
 import time
 import warnings
 
-# This file is named sympy.py: keep its folder off the path so `import sympy` finds SymPy.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path = [p for p in sys.path if os.path.abspath(p or os.getcwd()) != _HERE]
-
-import jax  # noqa: E402
+import jax
 import jax.numpy as jnp
 import numpy as np
+from _util import peer, require
 
-try:
-    import sympy
-except ImportError as e:  # imported before this folder is back on the path: it holds sympy.py
-    sympy, _sympy_missing = None, e
-sys.path.append(_HERE)  # for _util, after every package that could be shadowed
-from _util import peer, skipped
+sympy = require("sympy", script="sympy_converters.py")  # the `sympy` extra
 
-if sympy is None:
-    skipped("every row of sympy.py", "sympy", _sympy_missing)
-    sys.exit(0)
-
-import jaxbridge.sympy as jbs
+import jaxbridge.sympy as jbs  # noqa: E402 - after the check that SymPy imports
 
 POINTS = 100_000
 
