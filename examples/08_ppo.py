@@ -11,7 +11,9 @@ gymnasium's own `SyncVectorEnv` of Hopper-v5, stepped from a Python loop with th
 evaluated by a jitted function each step. The two trainers run interleaved, one update each in
 turn, in this process, so both see the same load on the machine. The script reports each one's
 env steps/s and time to a mean episode return of 1,000, and saves the learning curves to
-`OUT/ppo_hopper.png`.
+`OUT/ppo_hopper.png`. `--budget S` stops training after the update that passes S seconds (a
+trainer's wall time, setup and compile included), before `--steps` if need be: the default
+`python -m jaxbridge demo` trains jaxbridge's trainer for 200k steps or 40 s.
 
 PPO as in CleanRL's `ppo_continuous_action`: separate 64-64 tanh actor and critic with
 orthogonal initialisation, a Gaussian policy with a state-independent log std whose samples are
@@ -21,7 +23,8 @@ advantages normalised per minibatch, an unclipped value loss, global gradient-no
 a linearly annealed learning rate. Unlike CleanRL, a truncated episode bootstraps from the value
 of its final observation (kept by the autoreset, as in gymnasium's `AutoresetMode.SAME_STEP`).
 
-    python examples/08_ppo.py [--quick] [--out DIR] [--steps N] [--only jaxbridge|gymnasium]
+    python examples/08_ppo.py [--quick] [--out DIR] [--steps N] [--budget S]
+                              [--only jaxbridge|gymnasium]
 """
 
 from __future__ import annotations
@@ -368,6 +371,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="about 33k env steps (the tests)")
     parser.add_argument("--steps", type=int, help="env steps per trainer (default 1M)")
+    parser.add_argument(
+        "--budget", type=float, help="stop after this many seconds of a trainer's wall time"
+    )
     parser.add_argument("--only", choices=("jaxbridge", "gymnasium"), help="one trainer")
     parser.add_argument("--out", default="ppo-output", help="folder for the figure")
     args = parser.parse_args()
@@ -418,7 +424,8 @@ def main() -> None:
                     int(metrics["episodes"]),
                 )
             )
-        if i % max(num_updates // 20, 1) == 0 or i == num_updates - 1:
+        spent = args.budget is not None and max(elapsed.values()) >= args.budget
+        if i % max(num_updates // 20, 1) == 0 or i == num_updates - 1 or spent:
             line = ", ".join(
                 f"{n} {windowed(curves[n])[-1]:7.1f} (KL {float(last[n]['kl']):.4f}, value loss "
                 f"{float(last[n]['value_loss']):.2e})"
@@ -429,6 +436,9 @@ def main() -> None:
                 f"episode return {line}",
                 flush=True,
             )
+        if spent and i < num_updates - 1:
+            print(f"stopped after {i + 1} of {num_updates} updates: the {args.budget:g} s budget")
+            break
 
     print(
         "\n| trainer | env steps/s (training) | setup and compile (s) | wall time (s) "
@@ -457,14 +467,15 @@ def main() -> None:
             elapsed["jaxbridge"] - setup["jaxbridge"]
         )
         print(f"jaxbridge trains {ratio:.2f}x as many env steps/s as gymnasium's SyncVectorEnv")
-    print(f"whole run, both trainers interleaved: {time.perf_counter() - began:.1f} s")
+    both = ", both trainers interleaved" if len(names) == 2 else ""
+    print(f"whole run{both}: {time.perf_counter() - began:.1f} s")
     figure = plot(curves, pathlib.Path(args.out))
     print(f"learning curves saved to {figure}")
     for name in names:
         returns = windowed(curves[name])
         print(f"{name}: mean episode return {returns[0]:.1f} -> {returns[-1]:.1f}")
         assert np.isfinite(returns).all(), f"{name}: a return is not finite"
-        if args.steps is None and args.quick:
+        if (args.steps is None and args.quick) or args.budget is not None:
             # A random policy falls in about 20 steps (a return near 15); 16 updates triple it.
             assert returns[-1] > 3.0 * returns[0], f"{name}: the return did not improve"
         elif args.steps is None:

@@ -3,8 +3,24 @@
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 from jaxbridge._demo import STAGES, title
+
+# A path in a report line: a folder, a name with one of the extensions the stages write.
+_PATH = re.compile(r"[\w./-]*/[\w.-]+\.(?:png|txt|json|csv|npz)\b")
+
+
+def named_paths(summary: str, cwd: Path) -> list[Path]:
+    """Every file the report names, as the user who ran the demo in `cwd` would open it."""
+    paths = []
+    for line in summary.splitlines():
+        if line.startswith("Figures in "):  # "Figures in FOLDER: a.png, b.png"
+            folder, names = line.removeprefix("Figures in ").split(": ", 1)
+            paths += [cwd / folder / name for name in names.split(", ")]
+        else:
+            paths += [cwd / found for found in _PATH.findall(line)]
+    return paths
 
 
 def test_stages_have_titles():
@@ -12,10 +28,22 @@ def test_stages_have_titles():
     assert all(title(stage) for stage in STAGES)
 
 
+def test_demo_rejects_quick_with_full():
+    result = subprocess.run(
+        [sys.executable, "-m", "jaxbridge", "demo", "--quick", "--full"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2 and "--quick and --full exclude each other" in result.stderr
+
+
 def test_demo_quick(tmp_path):
     out = tmp_path / "demo-output"
+    # A relative --out, as `make demo` passes it: the stages that run a script elsewhere once
+    # wrote to demo-output/demo-output/ while the report named demo-output/.
     result = subprocess.run(
-        [sys.executable, "-m", "jaxbridge", "demo", "--quick", "--out", str(out)],
+        [sys.executable, "-m", "jaxbridge", "demo", "--quick", "--out", "demo-output"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -44,6 +72,9 @@ def test_demo_quick(tmp_path):
         "fitted model against scqubits' own eigenvals at flux 0.25",
         "PPO on Hopper-v5 with one jitted update over jaxbridge.gymnasium",
         "| jaxbridge |",
+        "learning curves: demo-output/ppo_hopper.png",
+        "A fluxonium designed by gradient for the longest T2",
+        "| total |",
         "Total time",
     ):
         assert line in summary, f"{line!r} not in the summary:\n{summary}"
@@ -65,3 +96,15 @@ def test_demo_quick(tmp_path):
         data = (out / figure).read_bytes()
         assert data.startswith(b"\x89PNG") and len(data) > 10_000, figure
     assert "step/s" in result.stderr  # the training progress bars (tqdm writes to stderr)
+    # Every file the report names exists where it says, and names every figure written.
+    named = named_paths(summary, tmp_path)
+    missing = [str(p) for p in named if not p.is_file()]
+    assert not missing, f"the report names files that do not exist: {missing}\n{summary}"
+    written = {p.resolve() for p in out.rglob("*.png")}
+    assert written and written <= {p.resolve() for p in named}, (sorted(written), summary)
+    assert out / "ppo_hopper.png" in named and (out / "qubit_design.png").resolve() in {
+        p.resolve() for p in named
+    }, summary
+    # The times: a row per stage, in order, and the total.
+    rows = re.findall(r"^\| (\d+)\. (.+) \| [0-9.]+ \| [0-9.]+ \|$", summary, re.M)
+    assert rows == [(str(i), title(s)) for i, s in enumerate(STAGES, 1)], summary

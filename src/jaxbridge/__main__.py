@@ -119,8 +119,13 @@ def _stop(proc: subprocess.Popen) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m jaxbridge")
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="run both user stories end to end")
+    demo = sub.add_parser("demo", help="run the user stories end to end")
     demo.add_argument("--quick", action="store_true", help="a shorter run, for tests")
+    demo.add_argument(
+        "--full",
+        action="store_true",
+        help="the longer runs: PPO with both trainers side by side, 1M steps each (minutes)",
+    )
     demo.add_argument("--out", default="demo-output", help="folder for figures and summary")
     bench = sub.add_parser("bench", help="run the benchmark scripts and print their tables")
     bench.add_argument("--quick", action="store_true", help="small sizes, for a quick check")
@@ -133,7 +138,9 @@ def main(argv: list[str] | None = None) -> int:
         return _bench(args.quick, args.names, args.timeout)
     from ._demo import run
 
-    return run(quick=args.quick, out=args.out)
+    if args.quick and args.full:
+        parser.error("demo: --quick and --full exclude each other")
+    return run(quick=args.quick, full=args.full, out=args.out)
 
 
 if __name__ == "__main__":
