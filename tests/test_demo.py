@@ -35,7 +35,7 @@ def test_demo_rejects_quick_with_full():
         text=True,
         timeout=120,
     )
-    assert result.returncode == 2 and "--quick and --full exclude each other" in result.stderr
+    assert result.returncode == 2 and "not allowed with argument --quick" in result.stderr
 
 
 def test_demo_quick(tmp_path):

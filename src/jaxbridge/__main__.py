@@ -21,6 +21,11 @@ def _benchmarks() -> pathlib.Path:
     return pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
 
 
+def benchmark_scripts() -> dict[str, pathlib.Path]:
+    """The scripts `python -m jaxbridge bench` runs, by name (`benchmarks/<name>.py`)."""
+    return {p.stem: p for p in sorted(_benchmarks().glob("*.py")) if not p.name.startswith("_")}
+
+
 def _bench(quick: bool, names: list[str], timeout: float | None) -> int:
     """Runs the scripts in `benchmarks/` (all, or those named), streaming their tables.
 
@@ -30,7 +35,7 @@ def _bench(quick: bool, names: list[str], timeout: float | None) -> int:
     every script exited cleanly (rows skipped for a missing peer included), else 1.
     """
     root = _benchmarks()
-    scripts = {p.stem: p for p in sorted(root.glob("*.py")) if not p.name.startswith("_")}
+    scripts = benchmark_scripts()
     if not scripts:
         print(
             f"no benchmark scripts found in {root}: the benchmarks ship with the source, not "
@@ -116,12 +121,14 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jaxbridge")
-    sub = parser.add_subparsers(dest="command", required=True)
+def parser() -> argparse.ArgumentParser:
+    """The command line: `python -m jaxbridge demo ...` and `python -m jaxbridge bench ...`."""
+    top = argparse.ArgumentParser(prog="python -m jaxbridge")
+    sub = top.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="run the user stories end to end")
-    demo.add_argument("--quick", action="store_true", help="a shorter run, for tests")
-    demo.add_argument(
+    length = demo.add_mutually_exclusive_group()
+    length.add_argument("--quick", action="store_true", help="a shorter run, for tests")
+    length.add_argument(
         "--full",
         action="store_true",
         help="the longer runs: PPO with both trainers side by side, 1M steps each (minutes)",
@@ -133,13 +140,15 @@ def main(argv: list[str] | None = None) -> int:
         "--timeout", type=float, default=None, help="seconds each script may run (default: none)"
     )
     bench.add_argument("names", nargs="*", help="benchmarks to run (default: all), e.g. batching")
-    args = parser.parse_args(argv)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     if args.command == "bench":
         return _bench(args.quick, args.names, args.timeout)
     from ._demo import run
 
-    if args.quick and args.full:
-        parser.error("demo: --quick and --full exclude each other")
     return run(quick=args.quick, full=args.full, out=args.out)
 
 
