@@ -475,7 +475,7 @@ def main() -> None:
         returns = windowed(curves[name])
         print(f"{name}: mean episode return {returns[0]:.1f} -> {returns[-1]:.1f}")
         assert np.isfinite(returns).all(), f"{name}: a return is not finite"
-        if (args.steps is None and args.quick) or args.budget is not None:
+        if (args.steps is None and args.quick) or (args.budget is not None and len(returns) >= 16):
             # A random policy falls in about 20 steps (a return near 15); 16 updates triple it.
             assert returns[-1] > 3.0 * returns[0], f"{name}: the return did not improve"
         elif args.steps is None:

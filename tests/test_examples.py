@@ -55,3 +55,18 @@ def test_example_runs(script, tmp_path):
     assert result.returncode == 0, f"{script.name} failed:\n{result.stdout}\n{result.stderr}"
     for line in EXPECTED.get(script.name, []):
         assert line in result.stdout, f"{script.name}: {line!r} not in\n{result.stdout}"
+
+
+def test_ppo_stops_at_its_budget(tmp_path):
+    """`--budget`, as the demo runs 08_ppo.py: a budget spent by the compile stops after one."""
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLES / "08_ppo.py"), "--only", "jaxbridge", "--steps", "8192"]
+        + ["--budget", "0", "--out", str(tmp_path)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert result.returncode == 0, f"{result.stdout}\n{result.stderr}"
+    assert "stopped after 1 of 4 updates: the 0 s budget" in result.stdout, result.stdout
+    assert "| jaxbridge |" in result.stdout and (tmp_path / "ppo_hopper.png").is_file()
