@@ -226,8 +226,8 @@ def main():
         expr, syms = make(n, shared)
         label = f"{n} ops{' shared' if shared else ''}"
         # XLA:CPU's fusion emitter recomputes shared values of programs this large at each use
-        # (jaxbridge.sympy.compile warns): 4,000 shared operations took 75 s a call, not 50 ms.
-        # These rows use the older emitter, as the warning advises.
+        # (jaxbridge.sympy.compile warns; the cost is in docs/sympy.md). These rows use the
+        # older emitter, as the warning advises.
         legacy = shared and n > 2000
         options = {"xla_cpu_use_fusion_emitters": False} if legacy else None
         name = "jaxbridge legacy*" if legacy else "jaxbridge"
