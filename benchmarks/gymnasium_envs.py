@@ -26,7 +26,8 @@ and the best round counts. Rows:
   the physics alone, no observation or reward, no warm start carried (for reference).
 
 A peer that is not installed (EnvPool: the `bench` extra) skips its row with a line that says
-so. `--quick` runs batch 16 only, a few steps, one round: a smoke test of every row.
+so. `--quick` runs batch 16 only, a few steps, one round: a smoke test of every row;
+`--batch 64` (repeatable) picks the batch sizes.
 """
 
 from __future__ import annotations
@@ -240,8 +241,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="batch 16, few steps, one round")
     parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds")
     parser.add_argument("--steps", type=int, default=None, help="env steps per row and round")
+    parser.add_argument(
+        "--batch", type=int, action="append", default=None, help="a batch size (repeatable)"
+    )
     args = parser.parse_args()
-    batches = (16,) if args.quick else (16, 64)
+    batches = tuple(args.batch) if args.batch else (16,) if args.quick else (16, 64)
     rounds = args.rounds or (1 if args.quick else 5)
     jbg = peer("jaxbridge.gymnasium", rows=f"the {OURS} rows")
     envpool = peer("envpool", rows=f"the {ENVPOOL} rows")

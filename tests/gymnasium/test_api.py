@@ -9,7 +9,7 @@ import pytest
 from conftest import close, close_info, gym_make, gym_make_vec, jg
 from gymnasium.envs.functional_jax_env import FunctionalJaxEnv
 
-from jaxbridge.gymnasium import _engine
+from jaxbridge.mujoco import _fields
 
 
 def test_make_rejects_unknown_ids_and_keywords():
@@ -45,13 +45,14 @@ def test_vmap_is_one_batch_call_and_matches_each_env(x64, monkeypatch):
     states = [env.state_from_gymnasium(g) for g in envs]
     state = jax.tree_util.tree_map(lambda *a: jnp.stack(a), *states)
     calls = []
-    original = _engine.Rows.step_into
+    original = _fields.FieldRows.run
 
     def counted(self, *args):
-        calls.append(self.B)
+        if not self.forward:
+            calls.append(self.B)
         return original(self, *args)
 
-    monkeypatch.setattr(_engine.Rows, "step_into", counted)
+    monkeypatch.setattr(_fields.FieldRows, "run", counted)
     step = jax.jit(jax.vmap(env.step))
     rng = np.random.default_rng(1)
     for t in range(8):
@@ -146,13 +147,14 @@ def test_autoreset_forwards_only_the_new_episodes(x64, monkeypatch):
     state, _, _ = jax.jit(jax.vmap(env.reset))(keys)
     state = state._replace(steps=jnp.asarray([0, 1, 0], jnp.int32))  # the second one truncates
     forwarded = []
-    original = _engine.Rows.forward_into
+    original = _fields.FieldRows.run
 
-    def counted(self, physics, outs, ids=None):
-        forwarded.append(None if ids is None else ids.tolist())
-        return original(self, physics, outs, ids)
+    def counted(self, ins, outs, ids=None):
+        if self.forward:
+            forwarded.append(None if ids is None else ids.tolist())
+        return original(self, ins, outs, ids)
 
-    monkeypatch.setattr(_engine.Rows, "forward_into", counted)
+    monkeypatch.setattr(_fields.FieldRows, "run", counted)
     a = jnp.asarray(np.random.default_rng(0).uniform(-1, 1, (3, 2)))
     new_keys = jax.random.split(jax.random.key(1), 3)
     out, obs, _, _, trunc, info = jax.jit(jax.vmap(env.autoreset_step))(state, a, new_keys)
@@ -247,18 +249,19 @@ def test_make_vec_of_an_env_with_fields(x64):
 def test_many_rows_are_stepped_in_chunks_as_the_rows_alone(x64):
     """A Jacobian's points exceed one batch: chunks of `CHUNK` rows, the last one padded."""
     env = jg.make("Reacher-v5")
-    n = _engine.CHUNK + 44
+    n = _fields.CHUNK + 44
     states = jax.jit(jax.vmap(env.initial))(jax.random.split(jax.random.key(0), n))
     P = np.asarray(states.physics)
     W = np.zeros((n, env.nv))
     U = np.random.default_rng(0).uniform(-1, 1, (n, env.nu))
-    whole = env.engine.step(P, W, U)
+    step, forward = env.step_calls.steps, env.forward_calls.steps
+    whole = step.step(P, W, U)
     for lo, hi in ((0, 3), (n - 5, n)):
-        part = env.engine.step(P[lo:hi], W[lo:hi], U[lo:hi])
+        part = step.step(P[lo:hi], W[lo:hi], U[lo:hi])
         for a, b in zip(whole, part):
             np.testing.assert_array_equal(a[lo:hi], b)
-    fields = env.engine.forward(P)
-    np.testing.assert_array_equal(fields[0][n - 5 :], env.engine.forward(P[n - 5 :])[0])
+    fields = forward.forward(P)
+    np.testing.assert_array_equal(fields[0][n - 5 :], forward.forward(P[n - 5 :])[0])
 
 
 def _draws(env_id, n=2000):

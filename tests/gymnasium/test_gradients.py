@@ -126,26 +126,3 @@ def test_step_jacobian_in_contact_is_the_simulators(x64, env_id):
     for A, B in ((Jx[x, x], Sx[x, x]), (Ju[x], Su[x])):
         scale = np.maximum(np.abs(B).max(0), 1.0)
         assert (np.abs(A - B).max(0) / scale).max() < 1e-5
-
-
-def _jump(at):
-    """`x + (x > at)` per coordinate: slope 1 everywhere but a unit jump at `at`."""
-    return lambda pts, rows: pts + (pts > at).astype(float)
-
-
-@pytest.mark.parametrize("at", [3e-8, -3e-8, 5e-9, -5e-9, 2.0])
-def test_differences_do_not_reach_over_a_jump(at):
-    from jaxbridge.gymnasium import _differences
-
-    J = _differences.jacobian(_jump(at), np.zeros((1, 1)))
-    np.testing.assert_allclose(J, [[[1.0]]], rtol=1e-6)
-
-
-def test_differences_at_a_kink_are_the_mean_of_the_sides():
-    from jaxbridge.gymnasium import _differences
-
-    def f(pts, rows):
-        return np.concatenate([np.abs(pts), np.maximum(pts, 0.0)], axis=1)
-
-    J = _differences.jacobian(f, np.zeros((2, 1)))
-    np.testing.assert_allclose(J[:, :, 0], [[0.0, 0.5], [0.0, 0.5]], atol=1e-9)

@@ -1,8 +1,10 @@
 """`MujocoFuncEnv`: one of gymnasium's MuJoCo environments as pure JAX functions of a state.
 
 The state (`EnvState`) is what gymnasium's `MjData` carries from one step to the next; a
-transition is one host call (`Calls.step`) that returns the next physics state, warm start and
-derived fields together, and everything else (observation, reward, termination, info) is JAX.
+transition is one field call of `jaxbridge.mujoco` (`DataCalls`: the physics state, warm start
+and action in; the next physics state, warm start and every derived field the task reads out),
+and everything else (observation, reward, termination, info) is JAX. No MuJoCo call is made
+here but through `jaxbridge.mujoco`.
 """
 
 from __future__ import annotations
@@ -15,15 +17,19 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.experimental.functional import FuncEnv
 
+from jaxbridge.mujoco import DataCalls
+from jaxbridge.mujoco._fields import PHYSICS
 from jaxbridge.mujoco._model import mj
 
-from ._calls import Calls
-from ._engine import Engine
 from ._tasks import EnvState, Task
 
 __all__ = ["MujocoFuncEnv"]
 
 mujoco: Any = mj
+_WARM = "qacc_warmstart"
+#: The field only `mj_rnePostConstraint` computes, which gymnasium's `set_state` leaves zero
+#: (`mj_resetData` zeroes it, `mj_forward` does not compute it).
+_RNE = "cfrc_ext"
 
 
 class MujocoFuncEnv(FuncEnv):
@@ -66,10 +72,19 @@ class MujocoFuncEnv(FuncEnv):
         self.kwargs = dict(kwargs)
         self.max_episode_steps = int(max_episode_steps)
         self.task = task_type(model, self.kwargs, self.dt)
-        self.engine = Engine(model, self.frame_skip, self.task.fields)
-        self.calls = Calls(self.engine)
+        self.fields = tuple(self.task.fields)
+        self.calls = DataCalls(model)
+        # One field call a step: gymnasium's `do_simulation` (`mj_step` `frame_skip` times,
+        # then `mj_rnePostConstraint` where `cfrc_ext` is read), the warm start carried.
+        self.step_calls = self.calls.calls(
+            (PHYSICS, _WARM, "ctrl"), (PHYSICS, _WARM, *self.fields), self.frame_skip
+        )
+        # `set_state`'s `mj_forward`: the fields but `cfrc_ext`, zero after `mj_resetData`.
+        self._forward_fields = tuple(n for n in self.fields if n != _RNE)
+        self.forward_calls = self.calls.calls((PHYSICS,), self._forward_fields, forward=True)
         self.nq, self.nv, self.nu = int(model.nq), int(model.nv), int(model.nu)
-        self.nphysics = self.engine.nphysics
+        self.nphysics = self.step_calls.steps.nphysics
+        self._shapes = dict(zip(self.fields, self.step_calls.steps.out_shapes[2:]))
         bounds = np.array(model.actuator_ctrlrange, dtype=np.float32)
         self.action_space = spaces.Box(low=bounds[:, 0], high=bounds[:, 1], dtype=np.float32)
         n = self.task.obs_size()
@@ -103,11 +118,17 @@ class MujocoFuncEnv(FuncEnv):
                 f"({self.nv},); got {qpos.shape} and {qvel.shape}. Use `jax.vmap` for a batch."
             )
         physics = self._physics(qpos.astype(dtype), qvel.astype(dtype), time)
-        values = self.calls.forward(physics) if self.engine.fields else ()
-        fields: dict[str, jax.Array] = dict(zip(self.engine.fields, values))
+        values = self.forward_calls(physics) if self._forward_fields else ()
+        fields = self._with_rne(dict(zip(self._forward_fields, values)), dtype)
         return EnvState(
             physics, jnp.zeros((self.nv,), dtype), fields, jnp.asarray(steps, jnp.int32)
         )
+
+    def _with_rne(self, fields: dict[str, jax.Array], dtype: Any) -> dict[str, jax.Array]:
+        """`fields` in the task's order, `cfrc_ext` zero where the task reads it."""
+        if _RNE in self.fields:
+            fields[_RNE] = jnp.zeros(self._shapes[_RNE], dtype)
+        return {n: fields[n] for n in self.fields}
 
     def _physics(self, qpos: jax.Array, qvel: jax.Array, time: Any) -> jax.Array:
         head = jnp.reshape(jnp.asarray(time, qpos.dtype), (1,))
@@ -143,7 +164,7 @@ class MujocoFuncEnv(FuncEnv):
             )
         physics = np.empty(self.nphysics)
         mujoco.mj_getState(model, data, physics, int(mujoco.mjtState.mjSTATE_FULLPHYSICS))
-        fields = {n: jnp.asarray(np.array(getattr(data, n))) for n in self.engine.fields}
+        fields = {n: jnp.asarray(np.array(getattr(data, n))) for n in self.fields}
         return EnvState(
             jnp.asarray(physics),
             jnp.asarray(np.array(data.qacc_warmstart)),
@@ -164,8 +185,8 @@ class MujocoFuncEnv(FuncEnv):
         """`do_simulation(action, frame_skip)`: one host call."""
         del rng, params
         ctrl = self._action(state, action)
-        physics, warm, *values = self.calls.step(state.physics, state.warmstart, ctrl)
-        fields = dict(zip(self.engine.fields, values))
+        physics, warm, *values = self.step_calls(state.physics, state.warmstart, ctrl)
+        fields = dict(zip(self.fields, values))
         return EnvState(physics, warm, fields, state.steps + 1)
 
     def observation(self, state: EnvState, rng: Any = None, params: Any = None) -> jax.Array:
@@ -248,16 +269,16 @@ class MujocoFuncEnv(FuncEnv):
         """`initial(rng)`, its derived fields computed only where `done` (in one host call of
         those rows, none where no episode ended; Hopper's and the other qpos-only tasks' need
         no host call at all)."""
-        if not self.engine.fields:
+        if not self.fields:
             return self.initial(rng)
         dtype = jnp.zeros(()).dtype
         qpos, qvel = self.task.sample(rng, dtype)
         bare = self._physics(qpos, qvel, 0.0)
-        values = self.calls.forward_where(bare, done)
+        values = self.forward_calls.where(done, bare) if self._forward_fields else ()
         return EnvState(
             bare,
             jnp.zeros((self.nv,), dtype),
-            dict(zip(self.engine.fields, values)),
+            self._with_rne(dict(zip(self._forward_fields, values)), dtype),
             jnp.zeros((), jnp.int32),
         )
 

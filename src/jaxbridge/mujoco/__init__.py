@@ -3,6 +3,7 @@
 Needs the `mujoco` extra: `pip install jaxbridge[mujoco]`.
 """
 
+from ._fieldcalls import DataCalls as DataCalls
 from ._model import load_model as load_model
 from ._outputs import DEFAULT_OUTPUTS as DEFAULT_OUTPUTS
 from ._simulator import Simulator as Simulator

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -12,6 +12,7 @@ import numpy as np
 
 from . import _derivatives
 from ._engine import Engine
+from ._fieldcalls import DataCalls
 from ._forward import ForwardCalls
 from ._model import load_gymnasium, load_model
 from ._outputs import DEFAULT_OUTPUTS
@@ -357,6 +358,35 @@ class Simulator:
         for _ in batch:
             f = jax.vmap(f)
         return Trajectory(*f(state, ctrls))
+
+    # -- named fields --------------------------------------------------------------------
+
+    @functools.cached_property
+    def fields(self) -> DataCalls:
+        """This model's field calls (`DataCalls`): named `MjData` fields in, named fields out."""
+        return DataCalls(self.model, nthread=self.nthread)
+
+    def step_fields(
+        self, inputs: Mapping[str, Any], outputs: Sequence[str], *, nstep: int | None = None
+    ) -> dict[str, Array]:
+        """`frame_skip` (or `nstep`) calls of `mj_step` from named `MjData` fields; the named
+        fields after them: derived fields (`xpos`, `cvel`, `sensordata`, ...), the warm start
+        (`qacc_warmstart`, in and out, so a loop can carry it as gymnasium's `MjData` does),
+        and `cfrc_ext` from `mj_rnePostConstraint` (on the rows in contact). See
+        `DataCalls.step` for the fields, shapes and derivatives.
+
+        Example:
+            >>> sim = Simulator.from_gymnasium("Hopper-v5")
+            >>> out = sim.step_fields({"physics": sim.initial_state()}, ("physics", "xpos"))
+            >>> out["physics"].shape, out["xpos"].shape
+            ((13,), (5, 3))
+        """
+        return self.fields.step(inputs, outputs, nstep=self._nstep(nstep))
+
+    def forward_fields(self, inputs: Mapping[str, Any], outputs: Sequence[str]) -> dict[str, Array]:
+        """`mj_forward` at named `MjData` fields; the named fields after it (as
+        `DataCalls.forward`)."""
+        return self.fields.forward(inputs, outputs)
 
     # -- forward -------------------------------------------------------------------------
 

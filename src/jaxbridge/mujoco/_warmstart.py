@@ -22,13 +22,8 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 import numpy as np
 
-from ._derivatives import (
-    EPS,
-    REFINE,
-    perturbations,
-    split_batch,
-    straddle_safe,
-)
+from ._derivatives import perturbations, split_batch
+from ._differences import EPS, REFINE, straddle_safe
 from ._engine import Engine
 from ._model import mujoco as _mujoco
 from ._tangent import QposMap, coordinate_maps, slices

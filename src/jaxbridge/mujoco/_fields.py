@@ -1,0 +1,449 @@
+"""The host side of field calls: batched `mj_step` and `mj_forward` with named `MjData` fields in
+and out, on `mujoco.batch` (MuJoCo 4.0 and later). NumPy only, no JAX.
+
+`FieldSteps(model, inputs, outputs, nstep)` is one signature of such a call. Its `step` takes
+`(B, *shape)` float64 arrays of the named input fields (`qpos`, `qvel`, `act`, `ctrl`,
+`qacc_warmstart`, `time`, `mocap_pos`, `qfrc_applied`, `xfrc_applied`, ... and `"physics"`, the
+`mjSTATE_FULLPHYSICS` vector), runs `nstep` calls of `mj_step` on each of the `B` rows (on the
+batch's threads, in C), and returns the named output fields: any of the inputs' fields as the
+steps leave them, and any fixed-shape `MjData` field the steps compute (`xpos`, `cvel`,
+`qfrc_actuator`, `sensordata`, `ncon`, ...), which `mj_step` leaves describing its last
+substep's evaluation, as it does in an `MjData`. `forward` does the same with one `mj_forward`.
+
+`mj_rnePostConstraint` is no part of `mj_step` (MuJoCo runs it inside a step only for the
+acceleration sensors): where an output is one of its fields (`cfrc_ext`, `cfrc_int`, `cacc`),
+it runs on each row's own `MjData` after the steps (the batch then keeps one `MjData` a row,
+"persistent"), and for `cfrc_ext` alone, in a model without equality constraints and without an
+`xfrc_applied` input, only on the rows in contact: elsewhere it is zero.
+
+Each call is a pure function of its inputs: the inputs not given are those of `mj_resetData`
+(read from the model when a batch is made), and the state the steps advance (time, qpos, qvel,
+act, history, the warm start, plugin and plastic state) is reset to them before each call where
+it is not an input. A batch of exactly `B` rows is made on first use and kept (`FieldRows`), so
+that a closed loop's steps cost one copy in, MuJoCo's steps and one copy out.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ._model import MjModel, mj
+from ._worker import ONE_DATA_EACH, default_nthread
+
+__all__ = ["CHUNK", "PHYSICS", "RNE_FIELDS", "STATE_FIELDS", "FieldRows", "FieldSteps"]
+
+mujoco: Any = mj
+_S = mujoco.mjtState
+_INTEGRATION = int(_S.mjSTATE_INTEGRATION)
+_NONE = int(mujoco.mjtStage.mjSTAGE_NONE)
+_ACC = int(mujoco.mjtStage.mjSTAGE_ACC)
+
+#: The `mjSTATE_FULLPHYSICS` vector (time, qpos, qvel, act, history, plugin and plastic state)
+#: as one field, in MuJoCo's own layout: what `Simulator`'s states are.
+PHYSICS = "physics"
+
+#: The `MjData` fields a row of `mujoco.batch` holds (its `mjSTATE_INTEGRATION` state), by the
+#: state component that holds them: the fields a call can take as inputs.
+STATE_FIELDS: dict[str, int] = {
+    "time": int(_S.mjSTATE_TIME),
+    "qpos": int(_S.mjSTATE_QPOS),
+    "qvel": int(_S.mjSTATE_QVEL),
+    "act": int(_S.mjSTATE_ACT),
+    "history": int(_S.mjSTATE_HISTORY),
+    "qacc_warmstart": int(_S.mjSTATE_WARMSTART),
+    "ctrl": int(_S.mjSTATE_CTRL),
+    "qfrc_applied": int(_S.mjSTATE_QFRC_APPLIED),
+    "xfrc_applied": int(_S.mjSTATE_XFRC_APPLIED),
+    "eq_active": int(_S.mjSTATE_EQ_ACTIVE),
+    "mocap_pos": int(_S.mjSTATE_MOCAP_POS),
+    "mocap_quat": int(_S.mjSTATE_MOCAP_QUAT),
+    "userdata": int(_S.mjSTATE_USERDATA),
+    "plugin_state": int(_S.mjSTATE_PLUGIN),
+    "plastic": int(_S.mjSTATE_PLASTIC),
+    PHYSICS: int(_S.mjSTATE_FULLPHYSICS),
+}
+#: What the steps advance: reset before each step call where no input gives it.
+_ADVANCED = int(_S.mjSTATE_FULLPHYSICS) | int(_S.mjSTATE_WARMSTART)
+#: The fields only `mj_rnePostConstraint` computes.
+RNE_FIELDS = ("cacc", "cfrc_int", "cfrc_ext")
+# MjData arrays whose size changes with the number of active constraints: no fixed shape.
+_DYNAMIC_PREFIXES = ("efc_", "iefc_", "map_efc2iefc", "map_iefc2efc", "island_", "efm_")
+# The inputs a JVP does not differentiate in: a clock and switches.
+_CONSTANT_INPUTS = ("time", "eq_active")
+
+#: The most rows one batch call steps in `FieldSteps.step` (a Jacobian's points); fewer are
+#: padded to a power of two, so that the batch sizes a Jacobian meets are few, each made once.
+CHUNK = 256
+
+
+def _columns(model: MjModel, spec: int) -> np.ndarray:
+    """The columns of `spec`'s components in an `mjSTATE_INTEGRATION` row, in bit order."""
+    cols: list[int] = []
+    bit = 1
+    while bit <= spec:
+        if bit & spec:
+            offset = int(mujoco.mj_stateSize(model, _INTEGRATION & (bit - 1)))
+            cols.extend(range(offset, offset + int(mujoco.mj_stateSize(model, bit))))
+        bit <<= 1
+    return np.asarray(cols, dtype=np.intp)
+
+
+def _as_slice(cols: np.ndarray) -> slice | np.ndarray:
+    """`cols` as a slice where they are contiguous (a view, not a copy, when indexing)."""
+    if cols.size == 0:
+        return slice(0, 0)
+    if np.array_equal(cols, np.arange(cols[0], cols[-1] + 1)):
+        return slice(int(cols[0]), int(cols[-1]) + 1)
+    return cols
+
+
+class FieldSteps:
+    """Batched `mj_step` (or `mj_forward`) of one model: named fields in, named fields out.
+
+    Args:
+        model: the `mujoco.MjModel` (shared, never copied: later edits of it are seen).
+        inputs: the input fields, in argument order: names of `STATE_FIELDS` (`"physics"` for
+            the whole `mjSTATE_FULLPHYSICS` vector), none overlapping another.
+        outputs: the output fields, in result order: input fields (as the steps leave them)
+            and fixed-shape `MjData` fields (arrays, and the integer counts such as `ncon`).
+        nstep: `mj_step` calls per call (ignored by `forward`).
+        nthread: the batch's threads; None for the CPUs this process may use.
+        persistent: keep one `MjData` a row (`mujoco.batch`'s `persistent=True`), so that
+            `FieldRows.load` can read a row's whole `MjData` after a call (its contacts, its
+            constraint rows). Implied by an output of `RNE_FIELDS`.
+
+    Raises:
+        ValueError: an unknown or duplicated field, overlapping inputs, or `nstep < 1`.
+        NotImplementedError: MuJoCo without `mujoco.batch` (before 4.0), or a model with sleep
+            or IPC enabled (which `mujoco.batch` steps only with one `MjData` a row).
+
+    Example:
+        >>> import numpy as np
+        >>> from jaxbridge.mujoco._model import load_model
+        >>> m = load_model('<mujoco><worldbody><body><joint name="z" type="slide"/>'
+        ...                '<geom size=".1"/></body></worldbody>'
+        ...                '<actuator><motor joint="z"/></actuator></mujoco>')
+        >>> f = FieldSteps(m, ("qpos", "qvel", "ctrl"), ("qpos", "qvel", "qfrc_actuator"))
+        >>> qpos, qvel, force = f.step(np.zeros((2, 1)), np.ones((2, 1)), np.array([[0.], [1.]]))
+        >>> qpos.shape, force.ravel().tolist()
+        ((2, 1), [0.0, 1.0])
+    """
+
+    def __init__(
+        self,
+        model: MjModel,
+        inputs: Sequence[str],
+        outputs: Sequence[str],
+        nstep: int = 1,
+        *,
+        nthread: int | None = None,
+        persistent: bool = False,
+    ):
+        try:
+            from mujoco import batch  # noqa: F401
+        except ImportError:
+            raise NotImplementedError(
+                "`jaxbridge.mujoco` field calls run on `mujoco.batch`, which this MuJoCo "
+                f"({mujoco.__version__}) lacks: `pip install 'mujoco>=4.0'`."
+            ) from None
+        if model.opt.enableflags & ONE_DATA_EACH:
+            raise NotImplementedError(
+                "`jaxbridge.mujoco` field calls: this model enables sleep or IPC "
+                "(`opt.enableflags`), which `mujoco.batch` steps only with one `MjData` a row; "
+                "clear those flags, or use `Simulator.step` and `rollout`."
+            )
+        if not isinstance(nstep, int | np.integer) or nstep < 1:
+            raise ValueError(f"`nstep` must be an int >= 1; got {nstep!r}.")
+        self.model: Any = model
+        self.inputs, self.outputs, self.nstep = tuple(inputs), tuple(outputs), int(nstep)
+        self.nthread = default_nthread() if nthread is None else max(1, int(nthread))
+        data = mujoco.MjData(model)
+        self.nphysics = int(mujoco.mj_stateSize(model, int(_S.mjSTATE_FULLPHYSICS)))
+        self.ncol = int(mujoco.mj_stateSize(model, _INTEGRATION))
+        self.in_shapes = [self._state_shape(data, n, "input") for n in self.inputs]
+        seen = 0
+        for name in self.inputs:
+            if STATE_FIELDS[name] & seen or self.inputs.count(name) > 1:
+                raise ValueError(
+                    f"`jaxbridge.mujoco` field call: input {name!r} overlaps another input "
+                    f"(inputs {self.inputs}); give each field once ('physics' holds time, "
+                    "qpos, qvel, act, history, plugin_state and plastic)."
+                )
+            seen |= STATE_FIELDS[name]
+        self.given = seen
+        self._in_cols = [_as_slice(_columns(model, STATE_FIELDS[n])) for n in self.inputs]
+        # One `np.concatenate` into a view of the rows writes every input when the inputs
+        # are, in order, the leading columns of a row (gymnasium's physics, warm start,
+        # controls): one NumPy call where one assignment per input would take several.
+        order = np.concatenate([_columns(model, STATE_FIELDS[n]) for n in self.inputs] or [[]])
+        self.head = int(order.size) if np.array_equal(order, np.arange(order.size)) else -1
+        # The advanced columns no input gives: reset before each step.
+        self._reset_cols = _as_slice(_columns(model, _ADVANCED & ~seen))
+        if len(set(self.outputs)) != len(self.outputs):
+            raise ValueError(f"`jaxbridge.mujoco` field call: outputs repeat a name: {outputs}.")
+        self.out_shapes: list[tuple[int, ...]] = []
+        self.out_dtypes: list[np.dtype] = []
+        for name in self.outputs:
+            if name in STATE_FIELDS:
+                shape, dtype = self._state_shape(data, name, "output"), np.dtype(np.float64)
+            else:
+                shape, dtype = self._derived_spec(data, name)
+            self.out_shapes.append(shape)
+            self.out_dtypes.append(dtype)
+        self.rne = tuple(n for n in self.outputs if n in RNE_FIELDS)
+        # `cfrc_ext` is the contacts' forces, plus applied forces and equality constraints':
+        # with neither, a row without contacts has none, and needs no pass.
+        self.rne_in_contact = (
+            self.rne == ("cfrc_ext",)
+            and int(self.model.neq) == 0
+            and not seen & STATE_FIELDS["xfrc_applied"]
+        )
+        self.persistent = bool(persistent or self.rne)
+        self._rows: dict[tuple[int, bool], FieldRows] = {}
+        self._lock = threading.Lock()
+
+    def _state_shape(self, data: Any, name: str, what: str) -> tuple[int, ...]:
+        if name not in STATE_FIELDS:
+            raise ValueError(
+                f"`jaxbridge.mujoco` field call: {what} {name!r} is not a field of MuJoCo's "
+                f"state rows; inputs are {', '.join(STATE_FIELDS)}."
+            )
+        if name == PHYSICS:
+            return (self.nphysics,)
+        if name == "time":
+            return ()
+        size = int(mujoco.mj_stateSize(self.model, STATE_FIELDS[name]))
+        value = getattr(data, name, None)
+        if isinstance(value, np.ndarray) and value.size == size:
+            return tuple(value.shape)
+        return (size,)
+
+    def _derived_spec(self, data: Any, name: str) -> tuple[tuple[int, ...], np.dtype]:
+        value = getattr(data, name, None) if not name.startswith("_") else None
+        if isinstance(value, np.ndarray) and not name.startswith(_DYNAMIC_PREFIXES):
+            return tuple(value.shape), value.dtype
+        if isinstance(value, int) and not isinstance(value, bool):
+            return (), np.dtype(np.int32)
+        raise ValueError(
+            f"`jaxbridge.mujoco` field call: output {name!r} is not a fixed-shape `MjData` "
+            "field. Use the state's fields (qpos, qvel, act, qacc_warmstart, time, ...), "
+            "fixed-size `MjData` arrays (xpos, cvel, qfrc_actuator, sensordata, cfrc_ext, "
+            "...) or counts such as ncon."
+        )
+
+    def rows(self, B: int, forward: bool = False) -> FieldRows:
+        """The batch of exactly `B` rows for `step` (or `forward`), made on first use (a few
+        sizes kept)."""
+        key = (B, forward)
+        r = self._rows.get(key)
+        if r is None:
+            with self._lock:
+                r = self._rows.get(key)
+                if r is None:
+                    if len(self._rows) >= 16:  # powers of two up to CHUNK, a few exact sizes
+                        self._rows.clear()
+                    r = self._rows[key] = FieldRows(self, B, forward)
+        return r
+
+    def _new_outputs(self, B: int, fill: bool = False) -> list[np.ndarray]:
+        make = np.zeros if fill else np.empty
+        return [make((B, *s), d) for s, d in zip(self.out_shapes, self.out_dtypes)]
+
+    def _chunked(
+        self, ins: Sequence[np.ndarray], forward: bool, exact: bool = False
+    ) -> list[np.ndarray]:
+        B = ins[0].shape[0] if ins else 1
+        outs = self._new_outputs(B)
+        for lo, hi, size in _chunks(B, exact):
+            part = [_pad(a[lo:hi], size) for a in ins]
+            got = outs if size == B else self._new_outputs(size)
+            self.rows(size, forward).run(part, got)
+            if got is not outs:
+                for o, g in zip(outs, got):
+                    o[lo:hi] = g[: hi - lo]
+        return outs
+
+    def step(self, *ins: np.ndarray, exact: bool = False) -> list[np.ndarray]:
+        """`nstep` calls of `mj_step` from each of `B` rows of inputs.
+
+        Args:
+            *ins: one `(B, *shape)` array per input field, in `inputs` order (float64 and
+                C-contiguous, or converted).
+            exact: step a batch of exactly `B` rows (up to `CHUNK`); by default fewer rows
+                are padded to a power of two (a Jacobian's points, whose number varies).
+
+        Returns:
+            One new `(B, *shape)` array per output field, in `outputs` order.
+        """
+        return self._chunked(self._checked(ins), False, exact)
+
+    def forward(self, *ins: np.ndarray, exact: bool = False) -> list[np.ndarray]:
+        """`mj_forward` at each of `B` rows of inputs; the outputs as `step`'s."""
+        return self._chunked(self._checked(ins), True, exact)
+
+    def forward_where(self, where: np.ndarray, *ins: np.ndarray) -> list[np.ndarray]:
+        """`forward` of the rows where `(B,)` `where` is set (an autoreset's new episodes);
+        zeros elsewhere. No MuJoCo call where none is set."""
+        arrays = self._checked(ins)
+        B = arrays[0].shape[0] if arrays else where.shape[0]
+        outs = self._new_outputs(B, fill=True)
+        ids = np.flatnonzero(where).astype(np.int32)
+        if ids.size:
+            self.rows(B, forward=True).run(arrays, outs, ids)
+        return outs
+
+    def _checked(self, ins: Sequence[np.ndarray]) -> list[np.ndarray]:
+        if len(ins) != len(self.inputs):
+            raise ValueError(
+                f"`FieldSteps`: {len(self.inputs)} inputs {self.inputs}; got {len(ins)} arrays."
+            )
+        out = []
+        for a, name, shape in zip(ins, self.inputs, self.in_shapes):
+            a = np.ascontiguousarray(a, dtype=np.float64)
+            if a.shape[1:] != shape:
+                raise ValueError(
+                    f"`FieldSteps`: input {name!r} must have shape (B, {', '.join(map(str, shape))}"
+                    f"); got {a.shape}."
+                )
+            out.append(a)
+        return out
+
+
+def _chunks(B: int, exact: bool = False) -> list[tuple[int, int, int]]:
+    """`(lo, hi, size)` of each chunk of `B` rows, and the batch size that steps it."""
+    if B > CHUNK:
+        return [(lo, min(lo + CHUNK, B), CHUNK) for lo in range(0, B, CHUNK)]
+    return [(0, B, B if exact else 1 << max(B - 1, 0).bit_length())]
+
+
+def _pad(a: np.ndarray, size: int) -> np.ndarray:
+    """`a`'s rows, the first repeated up to `size` rows (the extra rows' results are dropped)."""
+    if len(a) == size:
+        return a
+    return np.concatenate([a, np.repeat(a[:1], size - len(a), axis=0)])
+
+
+class FieldRows:
+    """`B` rows of a `FieldSteps` in one `mujoco.batch.Batch`, and its bindings.
+
+    `run(ins, outs)` writes the `(B, *shape)` inputs into the rows, steps them (or runs
+    `mj_forward`), and copies the outputs into `outs` (caller's arrays: XLA's buffers, in the
+    host calls' fast path). Calls are serialised by a lock: XLA may run two host calls of one
+    program at once (a step and its Jacobian's points), and a batch must never serve two.
+    """
+
+    def __init__(self, steps: FieldSteps, B: int, forward: bool):
+        from mujoco import batch as mj_batch
+
+        model = steps.model
+        self.steps, self.B, self.forward = steps, B, forward
+        batch = mj_batch.Batch(model, B, steps.nthread, persistent=steps.persistent)
+        # The caller's model, so that an edit of it (a mass, `opt.timestep`) is seen here.
+        batch.set_models(model)
+        batch.reset(stage=_NONE)
+        self.batch = batch
+        self.native = batch._b  # `Batch.step`'s C call, without its Python argument handling
+        self.rows: np.ndarray = batch.state
+        self.defaults = self.rows[0].copy()  # `mj_resetData`'s row
+        self.head = self.rows[:, : steps.head] if steps.head >= 0 else None
+        self.in_views = [self.rows[:, c] for c in steps._in_cols]  # views where slices
+        reset = steps._reset_cols
+        self.reset_cols = None if isinstance(reset, slice) and reset.start == reset.stop else reset
+        self.reset_values = None if self.reset_cols is None else self.defaults[reset]
+        # The outputs' sources: a state field's columns (a view of the rows) or a bound field.
+        self.sources: list[np.ndarray | None] = []
+        for name, shape in zip(steps.outputs, steps.out_shapes):
+            if name in STATE_FIELDS:
+                cols = _as_slice(_columns(model, STATE_FIELDS[name]))
+                view = self.rows[:, cols].reshape(B, *shape) if isinstance(cols, slice) else None
+                self.sources.append(view)
+            elif name in RNE_FIELDS:
+                self.sources.append(None)
+            else:
+                self.sources.append(batch.bind(name))
+        self.state_cols = [
+            _as_slice(_columns(model, STATE_FIELDS[n])) if n in STATE_FIELDS else None
+            for n in steps.outputs
+        ]
+        self.rne_slots = [i for i, n in enumerate(steps.outputs) if n in RNE_FIELDS]
+        self.data: Any = mujoco.MjData(model) if steps.rne else None
+        self.rne_views = [getattr(self.data, steps.outputs[i]) for i in self.rne_slots]
+        self.ncon = batch.bind("ncon") if steps.rne_in_contact else None
+        self.nstep = steps.nstep
+        self.lock = threading.Lock()
+
+    def run(
+        self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray], ids: np.ndarray | None = None
+    ) -> None:
+        """Inputs `(B, *shape)` float64, C-contiguous; `outs` `(B, *shape)` of the outputs'
+        dtypes, C-contiguous. `ids` (forward only): the rows to compute; the others of `outs`
+        are left as they are."""
+        with self.lock:
+            self._run(ins, outs, ids)
+
+    def load(self, i: int, d: Any) -> None:
+        """Copies row `i`'s `MjData`, as the last call left it, into `d` (an `MjData` of the
+        model): a persistent batch's only (`FieldSteps(persistent=True)`). Call it under
+        `lock`, right after `run`, where another call could come in between."""
+        if not self.steps.persistent:
+            raise ValueError(
+                "`FieldRows.load`: this batch shares its `MjData`s between rows; make the "
+                "`FieldSteps` with persistent=True to read a row's whole `MjData`."
+            )
+        self.native.get_data(i, d)
+
+    def _run(self, ins, outs, ids) -> None:
+        B = self.B
+        if self.head is not None:
+            np.concatenate([a.reshape(B, -1) for a in ins], axis=1, out=self.head)
+        else:
+            for view, a, cols in zip(self.in_views, ins, self.steps._in_cols):
+                if isinstance(cols, slice):
+                    view[...] = a.reshape(B, -1)
+                else:
+                    self.rows[:, cols] = a.reshape(B, -1)
+        if self.forward:
+            nfail = self.native.forward(ids, _ACC)
+        else:
+            if self.reset_cols is not None:
+                self.rows[:, self.reset_cols] = self.reset_values
+            nfail = self.native.step(None, self.nstep, _NONE)
+        if nfail:
+            self.batch._check(ids, nfail)  # raises MuJoCo's error, naming the simulations
+        for i, (src, out) in enumerate(zip(self.sources, outs)):
+            if src is None:
+                cols = self.state_cols[i]
+                if cols is None:
+                    continue  # mj_rnePostConstraint's, below
+                value = self.rows[:, cols].reshape(out.shape)
+            else:
+                value = src
+            if ids is None:
+                np.copyto(out, value)
+            else:
+                out[ids] = value[ids]
+        if self.rne_slots:
+            self._rne(outs, ids)
+
+    def _rne(self, outs: Sequence[np.ndarray], ids: np.ndarray | None) -> None:
+        m, d, get = self.steps.model, self.data, self.native.get_data
+        rne = mujoco.mj_rnePostConstraint
+        targets = [outs[i] for i in self.rne_slots]
+        rows = range(self.B) if ids is None else ids.tolist()
+        if self.ncon is not None:  # without contacts `cfrc_ext` is zero: skip those rows
+            for t in targets:
+                if ids is None:
+                    t[...] = 0.0
+                else:
+                    t[ids] = 0.0
+            ncon = self.ncon
+            rows = [i for i in rows if ncon[i]]
+        for i in rows:
+            get(i, d)  # the row's MjData as its last substep left it
+            rne(m, d)
+            for t, v in zip(targets, self.rne_views):
+                t[i] = v
