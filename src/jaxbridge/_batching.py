@@ -10,17 +10,15 @@ processes, Ray) are strategies too, in `_executors.py`, `_processes.py` and `_ra
 
 from __future__ import annotations
 
-import abc
 import math
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-from . import _malloc
-
-if TYPE_CHECKING:
-    from ._call import HostCall
+from . import _errors, _malloc
+from ._base import AbstractBatching as AbstractBatching
+from ._base import AbstractCall
 
 
 def broadcast_views(
@@ -44,60 +42,35 @@ def flatten_batch(x: np.ndarray, nd: int, batch: tuple[int, ...]) -> np.ndarray:
     return out
 
 
-class AbstractBatching(abc.ABC):
-    """How one batched host call runs. Subclasses: Sequential, Vectorized, the executors."""
-
-    #: Shown in messages and `repr`.
-    name: str = "batching"
-
-    @abc.abstractmethod
-    def run(
-        self,
-        call: HostCall,
-        batch: tuple[int, ...],
-        ins: Sequence[np.ndarray],
-        outs: Sequence[np.ndarray],
-    ) -> None:
-        """Fills `outs` (each of shape `batch + core`) from inputs with leading `batch` dims."""
-
-    def buffer_call(
-        self, call: HostCall, in_shapes: Sequence[tuple], out_shapes: Sequence[tuple]
-    ) -> Callable[..., None] | None:
-        """A `buffer_callback` function of this strategy's own for one pure lowering of `call`
-        whose buffers have these shapes, or None (the default) for `HostCall`'s.
-
-        For a hot path whose host code the strategy owns: `HostCall`'s function guards a
-        user's code (inputs made read-only, a reference kept past the call detected), which
-        costs microseconds per call; one returned here skips those guards, so it must neither
-        write its inputs nor keep them, and must raise `call`'s errors as `HostCall` does.
-        """
-        del call, in_shapes, out_shapes
-        return None
-
-    def __repr__(self) -> str:
-        return self.name
-
-
 def run_elements(
-    call: HostCall,
+    call: AbstractCall,
     views: Sequence[np.ndarray],
-    outs: Sequence[np.ndarray],
+    outs: Sequence[Any],
     indices: Any,
     state: Any = None,
 ) -> None:
-    """Calls the host function once per batch index, in order, writing into `outs`."""
+    """Calls the host function once per batch index, in order, writing into `outs` (`None`
+    for an output the program does not use)."""
     invoke, check = call.invoke, call.check
     for idx in indices:
         elem = [v[idx] for v in views]
         value = invoke(elem, state)
         cell = idx + (Ellipsis,)  # keeps 0-d cells as writable views, not NumPy scalars
-        check(value, [o[cell] for o in outs])
+        check(value, [None if o is None else o[cell] for o in outs])
+
+
+def flatten_outs(outs: Sequence[Any], batch: tuple[int, ...]) -> list[Any]:
+    """Each output of shape `batch + core` as a `(prod(batch), *core)` view (`None` stays)."""
+    size = math.prod(batch)
+    # XLA's output buffers are contiguous, so these are views: writes land in place.
+    return [None if o is None else o.reshape((size, *o.shape[len(batch) :])) for o in outs]
 
 
 class Sequential(AbstractBatching):
     """A batch is one host call that loops over the elements in order."""
 
     name = "sequential"
+    handles_unused_outputs = True
 
     def run(self, call, batch, ins, outs):
         views = broadcast_views(ins, call.core_ndims, batch)
@@ -108,13 +81,12 @@ class Vectorized(AbstractBatching):
     """A batch is one call of the host function on stacked arrays of shape `(B, *core)`."""
 
     name = "vectorized"
+    handles_unused_outputs = True
 
     def run(self, call, batch, ins, outs):
-        size = math.prod(batch)
         flat = [flatten_batch(x, nd, batch) for x, nd in zip(ins, call.core_ndims)]
         value = call.invoke(flat, call.local_state())
-        flat_outs = [o.reshape((size, *o.shape[len(batch) :])) for o in outs]
-        call.check(value, flat_outs, lead=(size,))
+        call.check(value, flatten_outs(outs, batch), lead=(math.prod(batch),))
 
 
 SEQUENTIAL = Sequential()
@@ -127,8 +99,6 @@ def resolve(vmap: Any) -> AbstractBatching:
     Every `jaxbridge.host` resolves its strategy here once, so this is also where a process
     that runs host functions gets glibc's malloc thresholds raised (`_malloc.tune`, once).
     """
-    from . import _errors
-
     _malloc.tune()
 
     if isinstance(vmap, AbstractBatching):

@@ -1,22 +1,21 @@
-"""One host call: the host-side trampoline and its lowering into the JAX program.
+"""One host call's host side: the trampoline XLA calls, and what it hands the host function.
 
-A call is the primitive `host_call_p`. On CPU it lowers through
-`jax.experimental.buffer_callback`: the host function reads XLA's input buffers as zero-copy
-NumPy views and its result is written straight into XLA's output buffers. Elsewhere (GPU, where
-`np.asarray` of a buffer fails, jax#38173), for packed sub-byte dtypes (int4, float4_e2m1fn,
-...: see `is_packed`), or when asked, it lowers through `jax.pure_callback`. Under a `jit` over
-several devices it lowers as a `shard_map` of one call per device (`_sharding.py`).
-`io=True` is the same primitive carrying the effect of `io_callback(ordered=False)`, so JAX
-never removes it as dead code, and XLA's custom call is marked as having a side effect.
-`ordered=True` uses an ordered `jax.experimental.io_callback` inside a `custom_vmap`. Batching
-follows the expand_dims convention (the batch is the leading dimensions, size 1 where an operand
-is unbatched), so a batch is ONE host call.
+`HostCall` is built once per input signature at trace time (`_host.Host.entry`) and carried as
+a parameter of the primitive `host_call_p` (`_primitive.py`, its rules and lowering). XLA calls
+one of its trampolines: `buffer_trampoline` (`jax.experimental.buffer_callback` on CPU: the host
+function reads XLA's input buffers as zero-copy NumPy views, its result is written straight into
+XLA's output buffers) or `pure_trampoline` (`jax.pure_callback`, `io_callback`). A batched call
+(leading batch dimensions, the expand_dims convention) goes to the batching strategy as ONE call.
+
+Unused outputs: the primitive's dead-code rule replaces a call whose program uses only some
+outputs by `call.restrict(used)`, a `HostCall` whose XLA buffers are the used outputs only. Its
+`check` copies nothing for the others, and a host function wrapped with
+`jaxbridge.host(used_outputs=True)` receives the flags as `used_outputs=`.
 """
 
 from __future__ import annotations
 
 import functools
-import os
 import sys
 import threading
 import time
@@ -24,51 +23,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
-from jax import core as jax_core
-from jax._src import callback as _jax_callback
-from jax._src import dispatch, effects
-from jax._src import dtypes as _dtypes
-from jax._src.custom_batching import custom_vmap_p as _custom_vmap_p
-from jax.experimental import io_callback
-from jax.extend.core import Primitive
-from jax.interpreters import ad, batching, mlir
 
-from . import _errors, _sharding, _spec
-from ._batching import AbstractBatching, Sequential, Vectorized
-
-try:  # jax 0.10 ships it as experimental; keep working if it moves or goes
-    from jax.experimental.buffer_callback import buffer_callback as _buffer_callback
-except ImportError:  # pragma: no cover
-    _buffer_callback = None
-
-LOWERINGS = ("auto", "buffer", "pure")
+from . import _errors, _spec
+from ._base import AbstractBatching, AbstractCall
+from ._batching import SEQUENTIAL, Sequential, Vectorized
 
 
-def is_packed(dtype: Any) -> bool:
-    """Whether XLA packs `dtype` several elements to a byte (int2, int4, float4_e2m1fn, ...).
-
-    NumPy (through ml_dtypes) stores such dtypes one byte per element, so a packed XLA buffer
-    cannot be viewed as a NumPy array: `np.asarray` of it would read and write past its end.
-    """
-    return _dtypes.itemsize_bits(dtype) < 8
-
-
-def choose_lowering(preference: str, *, on_cpu: bool = True) -> str:
-    """'buffer' or 'pure', from the argument, then JAXBRIDGE_LOWERING, then the platform."""
-    if preference == "auto":
-        preference = os.environ.get("JAXBRIDGE_LOWERING", "auto")
-    if preference not in LOWERINGS:
-        raise ValueError(_errors.BAD_LOWERING.format(got=preference))
-    if preference == "auto":
-        return "buffer" if _buffer_callback is not None and on_cpu else "pure"
-    if preference == "buffer" and _buffer_callback is None:  # pragma: no cover
-        raise RuntimeError("this jax has no jax.experimental.buffer_callback; use 'pure'.")
-    return preference
-
-
-class HostCall:
+class HostCall(AbstractCall):
     """Everything the host needs to run one wrapped function at one input signature.
 
     Built once per signature at trace time; `__call__`-free and allocation-light because every
@@ -86,6 +48,8 @@ class HostCall:
         init: Callable[[], Any] | None = None,
         states: threading.local | None = None,
         discard: bool = False,
+        pass_used: bool = False,
+        used: Sequence[bool] | None = None,
     ):
         self.name = name
         self.fn = fn
@@ -100,17 +64,71 @@ class HostCall:
         # dropped (as `io_callback(fn, None, x)`).
         self.discard = discard
         # Per-thread `init()` state, shared by all signatures of one wrapped function.
-        self._local = states if states is not None else threading.local()
+        self.states = states if states is not None else threading.local()
         # `(primals, tangents) -> (primals_out, tangents_out)`: the function's derivative rule,
-        # set by `jaxbridge.Host` for the JVP rule of `host_call_p`.
+        # set by `jaxbridge.Host` for the JVP rule of `host_call_p` (on the full call).
         self.jvp_rule: Callable[..., Any] | None = None
+        # `jaxbridge.host(used_outputs=True)`: `invoke` passes the flags as `used_outputs=`.
+        self.pass_used = pass_used
+        self.used_outputs = tuple(used) if used is not None else (True,) * len(spec.avals)
+        if len(self.used_outputs) != len(spec.avals):
+            raise ValueError(
+                f"{len(self.used_outputs)} used-output flags for the {len(spec.avals)} outputs "
+                f"of host function {name!r}"
+            )
+        self.out_avals = tuple(a for a, u in zip(spec.avals, self.used_outputs) if u)
+        self.partial = not all(self.used_outputs)
+        # What the host function receives: None when every output is used, else the flags in
+        # the result's pytree structure.
+        self._used_tree = (
+            jax.tree_util.tree_unflatten(spec.treedef, list(self.used_outputs))
+            if self.partial
+            else None
+        )
+        # The call whose outputs this one restricts (itself if none), and its restrictions.
+        self.full: HostCall = self
+        self._restricted: dict[tuple[bool, ...], HostCall] = {}
         # Fast paths for the common shapes of a call (every call is a hot path): positional
         # array arguments only, and a single array result.
         n = len(in_avals)
-        self._positional_only = not any(
-            v is not None for v in split.static_leaves
-        ) and split.treedef == jax.tree_util.tree_structure((tuple(range(n)), {}))
+        self._positional_only = (
+            not pass_used
+            and not any(v is not None for v in split.static_leaves)
+            and split.treedef == jax.tree_util.tree_structure((tuple(range(n)), {}))
+        )
         self._single = spec.treedef == jax.tree_util.tree_structure(0)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # What a worker process runs (`_remote`): this function at this signature and these
+        # used outputs, a batch looped over in the worker, fresh `init` state.
+        parts = (self.name, self.fn, self.split, self.in_avals, self.spec, self.init)
+        return (_rebuild, (*parts, self.discard, self.pass_used, self.used_outputs))
+
+    def restrict(self, used: Sequence[bool]) -> HostCall:
+        """This call with only the outputs flagged in `used` (one flag per leaf of `spec`)
+        staged: XLA hands it buffers for those alone. Made once per set of flags."""
+        full = self.full
+        key = tuple(bool(u) for u in used)
+        if key == full.used_outputs:
+            return full
+        found = full._restricted.get(key)
+        if found is None:
+            found = HostCall(
+                full.name,
+                full.fn,
+                full.split,
+                full.in_avals,
+                full.spec,
+                full.batching,
+                full.init,
+                full.states,
+                discard=full.discard,
+                pass_used=full.pass_used,
+                used=key,
+            )
+            found.full = full
+            full._restricted[key] = found
+        return found
 
     # -- host side ------------------------------------------------------------------------
 
@@ -119,10 +137,10 @@ class HostCall:
         if self.init is None:
             return None
         try:
-            return self._local.state
+            return self.states.state
         except AttributeError:
-            self._local.state = self.init()
-            return self._local.state
+            self.states.state = self.init()
+            return self.states.state
 
     def invoke(self, arrays: Sequence[Any], state: Any = None) -> Any:
         if self._positional_only and self.init is None:
@@ -130,17 +148,33 @@ class HostCall:
         args, kwargs = self.split.rebuild(arrays)
         if self.init is not None:
             kwargs["state"] = state
+        if self.pass_used:
+            kwargs["used_outputs"] = self._used_tree
         return self.fn(*args, **kwargs)
 
-    def check(self, value: Any, outs: Sequence[np.ndarray], lead: tuple[int, ...] = ()) -> None:
+    def check(self, value: Any, outs: Sequence[Any], lead: tuple[int, ...] = ()) -> None:
         if self.discard:
             return
-        if self._single and type(value) is np.ndarray:
+        if self._single and not self.partial and type(value) is np.ndarray:
             aval = self.spec.avals[0]
             if value.dtype == aval.dtype and value.shape == lead + aval.shape:
                 outs[0][...] = value
                 return
-        _spec.check_result(self.rule, self.spec, value, outs, lead)
+        used = self.used_outputs if self.partial else None
+        _spec.check_result(self.rule, self.spec, value, outs, lead, used)
+
+    def expand(self, outs: Sequence[Any], batch: tuple[int, ...]) -> list[Any]:
+        """XLA's buffers (the used outputs) as one entry per leaf of `spec`: the buffer, or for
+        an unused output `None` (a strategy that `handles_unused_outputs`) or a scratch array
+        of shape `batch + core` that nothing reads."""
+        if not self.partial:
+            return list(outs)
+        given = iter(outs)
+        none = self.batching.handles_unused_outputs or not batch
+        return [
+            next(given) if u else None if none else np.empty(batch + a.shape, a.dtype)
+            for u, a in zip(self.used_outputs, self.spec.avals)
+        ]
 
     def batch_shape(self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> tuple:
         return self.batch_of([x.shape for x in ins], [o.shape for o in outs[:1]])
@@ -156,7 +190,7 @@ class HostCall:
             return np.broadcast_shapes(*leads)
         if out_shapes:
             shape = tuple(out_shapes[0])
-            return shape[: len(shape) - len(self.spec.avals[0].shape)]
+            return shape[: len(shape) - len(self.out_avals[0].shape)]
         return ()
 
     def run(
@@ -164,11 +198,13 @@ class HostCall:
     ) -> None:
         """One call from XLA: unbatched, or a batch handed to the batching strategy.
 
-        `batch` is the leading dimensions when the caller knows them (from the lowering's
-        shapes); None to read them from `ins`.
+        `outs` are XLA's buffers, one per used output. `batch` is the leading dimensions when
+        the caller knows them (from the lowering's shapes); None to read them from `ins`.
         """
         if batch is None:
             batch = self.batch_shape(ins, outs)
+        if self.partial:
+            outs = self.expand(outs, batch)
         if batch:
             self.batching.run(self, batch, ins, outs)
         else:
@@ -192,9 +228,11 @@ class HostCall:
         batch = self.batch_of(in_shapes, out_shapes)
         if io:
             return functools.partial(self._io_buffer_call, batch)
-        own = self.batching.buffer_call(self, in_shapes, out_shapes)
-        if own is not None:
-            return own
+        # A strategy written before the dead-code rule assumes every output's buffer.
+        if not self.partial or self.batching.handles_unused_outputs:
+            own = self.batching.buffer_call(self, in_shapes, out_shapes)
+            if own is not None:
+                return own
         return functools.partial(self._buffer_call, batch, len(out_shapes) == 1)
 
     def _buffer_call(self, batch: tuple, single: bool, ctx: Any, outs: Any, *ins: Any) -> None:
@@ -269,253 +307,24 @@ class HostCall:
             a.flags.writeable = False
         try:
             batch = self.batch_shape(arrays, ())
-            outs = [np.empty(batch + a.shape, a.dtype) for a in self.spec.avals]
+            outs = [np.empty(batch + a.shape, a.dtype) for a in self.out_avals]
             self.run(arrays, outs)
         except Exception as e:
             raise self.fail(e) from e
         return outs
 
 
-# `io=True` carries JAX's own effect of `io_callback(ordered=False)`, so JAX treats it exactly as
-# that: never removed as dead code, allowed in control flow, refused by `vmap` of `cond` and of a
-# `while_loop` with a batched predicate (where JAX would run the call for elements whose branch
-# is not taken, or whose loop has finished), and by `jax.checkpoint`.
-host_io_effect = _jax_callback._IOEffect
-
-
-def emit(call: HostCall, dynamic: Sequence[Any], *, effect: str, lowering: str) -> list[jax.Array]:
-    """Stages one host call into the current trace; returns the flat results.
-
-    `effect` is "pure" (may be removed or duplicated), "io" (never removed, any order) or
-    "ordered" (never removed, program order).
-    """
-    avals = tuple(call.spec.avals)
-    if effect == "ordered":
-        return list(_ordered(call, avals)(*dynamic))
-    if lowering == "auto":  # resolved now, so the environment variable is read at trace time
-        lowering = os.environ.get("JAXBRIDGE_LOWERING", "auto")
-    io = effect == "io"
-    return host_call_p.bind(*dynamic, call=call, out_avals=avals, lowering=lowering, io=io)
-
-
-# A primitive of our own rather than calling buffer_callback/pure_callback while tracing: the
-# lowering rule sees the platform and the device context, so the choice between the two is
-# made per lowering, not guessed from jax.default_backend().
-host_call_p = Primitive("host_call")
-host_call_p.multiple_results = True
-
-
-def _host_call_abstract_eval(*args, call, out_avals, lowering, io):
-    del lowering
-    # With Explicit mesh axes a batched result is sharded along its batch as its inputs are
-    # (the lowering splits the call so); elsewhere JAX's default.
-    shardings = [_sharding.out_sharding(args, call.core_ndims, a.shape) for a in out_avals]
-    avals = [
-        jax_core.ShapedArray(a.shape, a.dtype)
-        if s is None
-        else jax_core.ShapedArray(a.shape, a.dtype, sharding=s)
-        for a, s in zip(out_avals, shardings)
-    ]
-    return avals, ({host_io_effect} if io else effects.no_effects)
-
-
-host_call_p.def_effectful_abstract_eval(_host_call_abstract_eval)
-host_call_p.def_impl(functools.partial(dispatch.apply_primitive, host_call_p))
-
-
-def _host_call_batch_rule(args, dims, *, call, out_avals, lowering, io):
-    # The expand_dims convention: every operand gets the new batch dimension in front (size 1
-    # where unbatched), so the trampoline reads the batch from the leading dimensions.
-    size = next(x.shape[d] for x, d in zip(args, dims) if d is not None)
-    moved = [
-        jnp.expand_dims(x, 0) if d is None else jnp.moveaxis(x, d, 0) for x, d in zip(args, dims)
-    ]
-    batched = tuple(jax.ShapeDtypeStruct((size, *a.shape), a.dtype) for a in out_avals)
-    out = host_call_p.bind(*moved, call=call, out_avals=batched, lowering=lowering, io=io)
-    return out, [0] * len(out)
-
-
-batching.primitive_batchers[host_call_p] = _host_call_batch_rule
-
-
-def _host_call_jvp_rule(primals, tangents, *, call, out_avals, lowering, io):
-    """Routes a derivative of the bare primitive to the host function's own rule.
-
-    JAX inlines a `custom_jvp` function that it partially evaluates with some inputs unknown
-    (`partial_eval.py`: "we don't need to keep the custom JVP rule around"), as scan's partial
-    evaluation under `grad` does; a second derivative then meets this primitive directly.
-    """
-    out = host_call_p.bind(*primals, call=call, out_avals=out_avals, lowering=lowering, io=io)
-    if call.jvp_rule is None or not out_avals:
-        raise ValueError(f"no derivative rule reaches host function {call.name!r}")
-    core_avals = call.spec.avals
-    n_batch = len(out_avals[0].shape) - len(core_avals[0].shape)
-    lead = tuple(out_avals[0].shape[:n_batch])
-    inexact = [jnp.issubdtype(a.dtype, jnp.inexact) for a in call.in_avals]
-    nonzero = [i for i, t in enumerate(tangents) if type(t) is not ad.Zero and inexact[i]]
-
-    def rule(primals, nz_tangents):
-        full = [
-            jax.custom_derivatives.SymbolicZero(
-                jax_core.ShapedArray(a.shape, a.dtype).to_tangent_aval()
-            )
-            for a in call.in_avals
-        ]
-        for i, t in zip(nonzero, nz_tangents):
-            full[i] = t
-        _, t_out = call.jvp_rule(list(primals), full)
-        return [t for t, a in zip(t_out, core_avals) if jnp.issubdtype(a.dtype, jnp.inexact)]
-
-    # The expand_dims convention: leading dimensions (size 1 where unbatched) are the batch.
-    bcast = lambda x, a: jnp.broadcast_to(x, lead + tuple(a.shape))  # noqa: E731
-    ps = [bcast(p, a) for p, a in zip(primals, call.in_avals)]
-    ts = [bcast(tangents[i], call.in_avals[i]) for i in nonzero]
-    for _ in range(n_batch):
-        rule = jax.vmap(rule)
-    t_inexact = iter(rule(ps, ts))
-    t_out = [
-        next(t_inexact) if jnp.issubdtype(a.dtype, jnp.inexact) else ad.Zero(a.to_tangent_aval())
-        for a in (jax_core.ShapedArray(a.shape, a.dtype) for a in out_avals)
-    ]
-    return out, t_out
-
-
-ad.primitive_jvps[host_call_p] = _host_call_jvp_rule
-
-
-def _host_call_transpose_rule(cts, *args, call, out_avals, lowering, io):
-    # What JAX raises for its callbacks ("Pure callbacks do not support transpose"), naming
-    # the function: a host function is not known to be linear.
-    del cts, args, out_avals, lowering
-    raise ValueError(_errors.NO_TRANSPOSE.format(name=call.name, kind="io" if io else "pure"))
-
-
-ad.primitive_transposes[host_call_p] = _host_call_transpose_rule
-
-
-def _host_call_lowering(ctx, *args, call, out_avals, lowering, io):
-    if _sharding.is_spread(ctx):
-        # A jit over several devices: a shard_map of the per-device call (each device's rows,
-        # or one whole-array call broadcast to all), lowered again inside it per device.
-        def bind(*ops, out_avals):
-            status, *outs = host_shard_call_p.bind(
-                *ops, call=call, out_avals=out_avals, lowering=lowering, io=io
-            )
-            return status, tuple(outs)
-
-        on_cpu = tuple(ctx.module_context.platforms) == ("cpu",)
-        buffer = _buffer_callback if choose_lowering(lowering, on_cpu=on_cpu) == "buffer" else None
-        check = functools.partial(_sharding.check, name=call.name, io=io, buffer_callback=buffer)
-        return _sharding.lower(
-            ctx, args, core_ndims=call.core_ndims, out_avals=out_avals, bind=bind, check=check
-        )
-    return _lower_local(ctx, args, call, out_avals, lowering, io, guarded=False)
-
-
-def _lower_local(ctx, args, call, out_avals, lowering, io, *, guarded):
-    """One callback on each device that runs this computation.
-
-    `guarded`: exceptions do not fail the callback; its first result is a status (0, or the
-    number under which `_sharding` keeps the exception), for a sharded call's devices to fail
-    together (see `_sharding.check`).
-    """
-    on_cpu = tuple(ctx.module_context.platforms) == ("cpu",)
-    # Packed sub-byte buffers cannot be NumPy views; pure_callback hands over unpacked copies.
-    packed = any(is_packed(a.dtype) for a in (*ctx.avals_in, *out_avals))
-    result = [_sharding.STATUS, *out_avals] if guarded else list(out_avals)
-    if not packed and choose_lowering(lowering, on_cpu=on_cpu) == "buffer":
-        assert _buffer_callback is not None
-        # has_side_effect: XLA must not remove an io call whose results are unused.
-        trampoline = call.buffer_trampoline(
-            [a.shape for a in ctx.avals_in], [a.shape for a in out_avals], io=io
-        )
-        if guarded:
-            trampoline = _sharding.guard_buffer(trampoline)
-        fn = _buffer_callback(trampoline, result, has_side_effect=io)
-    else:
-        host = call.pure_trampoline
-        wide_in = list(ctx.avals_in)
-        if guarded:
-            # Packed buffers through pure_callback left a sharded jit's other devices waiting
-            # in their collectives (jax 0.10.2): they cross in a wider type both ways, and the
-            # host function still receives and returns its own dtypes.
-            wide_in = [_sharding.unpacked(a) for a in ctx.avals_in]
-            wide_out = [_sharding.unpacked(a) for a in out_avals]
-            host = _sharding.guard_pure(host, ctx.avals_in, wide_out)
-            result = [_sharding.STATUS, *wide_out]
-        callback = functools.partial(io_callback if io else jax.pure_callback, host, result)
-
-        def fn(*a):
-            out = callback(*(x.astype(w.dtype) for x, w in zip(a, wide_in)))
-            if guarded:
-                out = [out[0], *(o.astype(r.dtype) for o, r in zip(out[1:], out_avals))]
-            return out
-
-    return mlir.lower_fun(fn, multiple_results=True)(ctx, *args)
-
-
-mlir.register_lowering(host_call_p, _host_call_lowering)
-
-
-# One device's part of a call in a sharded jit, staged only by `_sharding` while lowering: a
-# host call whose exceptions become a status result (first), so that no device fails alone
-# and leaves the others waiting in a collective (XLA aborts the process after 40 s).
-host_shard_call_p = Primitive("host_shard_call")
-host_shard_call_p.multiple_results = True
-
-
-def _host_shard_call_abstract_eval(*args, call, out_avals, lowering, io):
-    del args, call, lowering
-    avals = [jax_core.ShapedArray(a.shape, a.dtype) for a in (_sharding.STATUS, *out_avals)]
-    return avals, ({host_io_effect} if io else effects.no_effects)
-
-
-host_shard_call_p.def_effectful_abstract_eval(_host_shard_call_abstract_eval)
-
-
-def _host_shard_call_lowering(ctx, *args, call, out_avals, lowering, io):
-    return _lower_local(ctx, args, call, out_avals, lowering, io, guarded=True)
-
-
-mlir.register_lowering(host_shard_call_p, _host_shard_call_lowering)
-
-
-@functools.lru_cache(maxsize=4096)
-def _ordered(call: HostCall, avals: tuple[jax.ShapeDtypeStruct, ...]) -> Callable[..., Any]:
-    """An ordered io_callback that batches as one host call.
-
-    JAX refuses to vmap an ordered effect; `custom_vmap` lets the batched call stay one
-    ordered callback whose host side loops over the batch in order. Nested vmaps recurse.
-    """
-
-    @jax.custom_batching.custom_vmap
-    def f(*dynamic):
-        return tuple(io_callback(call.pure_trampoline, list(avals), *dynamic, ordered=True))
-
-    def _rule(axis_size, in_batched, *dynamic):
-        moved = [x if b else jnp.expand_dims(x, 0) for x, b in zip(dynamic, in_batched)]
-        batched = tuple(jax.ShapeDtypeStruct((axis_size, *a.shape), a.dtype) for a in avals)
-        out = _ordered(call, batched)(*moved)
-        return out, tuple(True for _ in out)
-
-    # custom_vmap copies the rule's attributes onto the `rule` parameter of its primitive: the
-    # transpose rule below finds the host function's name there.
-    _rule.jaxbridge_host_name = call.name  # pyright: ignore[reportFunctionMemberAccess]
-    f.def_vmap(_rule)
-    return f
-
-
-def _ordered_transpose_rule(cts, *args, rule, **params):
-    """`custom_vmap_call` has no transpose in JAX; for an ordered host call say so by name."""
-    del cts, args, params
-    name = getattr(rule, "jaxbridge_host_name", None)
-    if name is None:  # someone else's custom_vmap: JAX's own error
-        raise NotImplementedError(
-            "Transpose rule (for reverse-mode differentiation) for 'custom_vmap_call' not "
-            "implemented"
-        )
-    raise ValueError(_errors.NO_TRANSPOSE.format(name=name, kind="ordered io"))
-
-
-if _custom_vmap_p not in ad.primitive_transposes:  # never replace a rule JAX may add
-    ad.primitive_transposes[_custom_vmap_p] = _ordered_transpose_rule
+def _rebuild(name, fn, split, in_avals, spec, init, discard, pass_used, used) -> HostCall:
+    """A pickled `HostCall`, in a worker: its batches loop (`Sequential`)."""
+    return HostCall(
+        name,
+        fn,
+        split,
+        in_avals,
+        spec,
+        SEQUENTIAL,
+        init,
+        discard=discard,
+        pass_used=pass_used,
+        used=used,
+    )

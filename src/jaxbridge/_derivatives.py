@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -18,10 +18,8 @@ import numpy as np
 from jax.custom_derivatives import SymbolicZero
 
 from . import _errors, _spec
+from ._base import AbstractHost, AbstractSignature
 from ._linear import _Fn, linear_call
-
-if TYPE_CHECKING:
-    from ._host import Host, _Entry
 
 NO_RULE = (
     "differentiating host function {name!r} needs a derivative rule: pass `jacobian=`, "
@@ -78,7 +76,7 @@ class FiniteDifferences:
             raise ValueError(f"`FiniteDifferences(step=...)` must be positive; got {self.step}.")
 
 
-def make_rule(host: Host, *, jacobian, jvp, vjp, derivative) -> _Rule:
+def make_rule(host: AbstractHost, *, jacobian, jvp, vjp, derivative) -> _Rule:
     given = [
         n
         for n, v in (("jacobian", jacobian), ("jvp", jvp), ("derivative", derivative))
@@ -113,21 +111,21 @@ def make_rule(host: Host, *, jacobian, jvp, vjp, derivative) -> _Rule:
 class _Rule:
     """No rule: a `custom_jvp` whose rule raises, so the error names what to pass."""
 
-    def __init__(self, host: Host):
+    def __init__(self, host: AbstractHost):
         self.host = host
 
-    def wrap(self, entry: _Entry) -> Callable[..., list[Any]]:
+    def wrap(self, entry: AbstractSignature) -> Callable[..., list[Any]]:
         f = jax.custom_jvp(entry.emit)
         f.defjvp(lambda primals, tangents: self.jvp(entry, primals, tangents), symbolic_zeros=True)
         return lambda *dynamic: list(f(*dynamic))
 
-    def jvp(self, entry: _Entry, primals, tangents):
+    def jvp(self, entry: AbstractSignature, primals, tangents):
         # ValueError: what JAX raises for `grad` of a `pure_callback` without a rule.
         raise ValueError(NO_RULE.format(name=self.host.name))
 
     # -- shared by the rules -------------------------------------------------------------
 
-    def diff_leaves(self, entry: _Entry, tangents) -> list[int]:
+    def diff_leaves(self, entry: AbstractSignature, tangents) -> list[int]:
         """Dynamic leaves with a nonzero inexact tangent; errors for keyword arguments."""
         n_pos = n_positional(entry)
         index = []
@@ -139,7 +137,7 @@ class _Rule:
             index.append(i)
         return index
 
-    def zero_tangents_out(self, entry: _Entry) -> list[Any]:
+    def zero_tangents_out(self, entry: AbstractSignature) -> list[Any]:
         return [_zeros_tangent(a) for a in entry.call.spec.avals]
 
 
@@ -153,7 +151,7 @@ def _zeros_tangent(aval: jax.ShapeDtypeStruct) -> Any:
     return np.zeros(aval.shape, jax.dtypes.float0)
 
 
-def arg_trees(entry: _Entry, values: list[Any]) -> list[Any]:
+def arg_trees(entry: AbstractSignature, values: list[Any]) -> list[Any]:
     """The positional arguments that hold traced leaves, with `values` (one per traced leaf)
     in place of those leaves and `None` in place of static ones: the layout of tangents,
     cotangents and Jacobian blocks."""
@@ -165,13 +163,13 @@ def arg_trees(entry: _Entry, values: list[Any]) -> list[Any]:
     return [a for a in args if jax.tree_util.tree_leaves(a)]
 
 
-def n_positional(entry: _Entry) -> int:
+def n_positional(entry: AbstractSignature) -> int:
     """How many traced leaves belong to positional arguments (they come first)."""
     markers = list(range(len(entry.call.in_avals)))
     return sum(len(jax.tree_util.tree_leaves(a)) for a in arg_trees(entry, markers))
 
 
-def _key_of(entry: _Entry, j: int) -> str:
+def _key_of(entry: AbstractSignature, j: int) -> str:
     split = entry.call.split
     paths, _ = jax.tree_util.tree_flatten_with_path(
         jax.tree_util.tree_unflatten(split.treedef, [0] * split.treedef.num_leaves)
@@ -193,11 +191,11 @@ def _tangent_avals(avals: Any) -> list[jax.ShapeDtypeStruct]:
 class _JacobianRule(_Rule):
     """`jacobian=`: the tangent is J·t in jax.numpy, so every mode and vmap come free."""
 
-    def __init__(self, host: Host, jacobian: Callable[..., Any]):
+    def __init__(self, host: AbstractHost, jacobian: Callable[..., Any]):
         super().__init__(host)
         self.jacobian = jacobian
 
-    def jacobian_spec(self, entry: _Entry) -> _spec.ResultSpec:
+    def jacobian_spec(self, entry: AbstractSignature) -> _spec.ResultSpec:
         """The `jax.jacfwd` layout: per output leaf, per differentiable argument, its tree."""
         trees = arg_trees(entry, list(entry.call.in_avals))
 
@@ -211,23 +209,19 @@ class _JacobianRule(_Rule):
 
         return _spec.spec_from_tree(jax.tree_util.tree_map(per_output, entry.call.spec.tree))
 
-    def jacobian_call(self, entry: _Entry, primals: Any) -> list[Any]:
-        from ._host import Host
-
+    def jacobian_call(self, entry: AbstractSignature, primals: Any) -> list[Any]:
         args, kwargs = entry.call.split.rebuild(list(primals))
         rule = self.jacobian
-        if not isinstance(rule, Host):
+        if not isinstance(rule, AbstractHost):
             rule = entry.extra.get("jacobian")
             if rule is None:
                 name = getattr(self.jacobian, "__name__", "jacobian")
-                rule = Host(
+                rule = self.host.sibling(
                     self.jacobian,
+                    name=f"{name} (jacobian= of {self.host.name})",
                     result=self.jacobian_spec(entry).tree,
-                    vmap=self.host.batching,
-                    lowering=self.host.lowering,
                     init=self.host.init,
                 )
-                rule.name = f"{name} (jacobian= of {self.host.name})"
                 entry.extra["jacobian"] = rule
         # A jacobian that is itself a jaxbridge.host with a rule gives second order.
         return jax.tree_util.tree_leaves(rule(*args, **kwargs))
@@ -253,19 +247,17 @@ class _JacobianRule(_Rule):
 class _PairRule(_Rule):
     """`jvp=` and/or `vjp=`: the tangent is `host_linear_p`, transposed by the VJP."""
 
-    def __init__(self, host: Host, jvp: Callable[..., Any] | None, vjp: Callable[..., Any] | None):
+    def __init__(
+        self, host: AbstractHost, jvp: Callable[..., Any] | None, vjp: Callable[..., Any] | None
+    ):
         super().__init__(host)
         self.jvp_fn, self.vjp_fn = jvp, vjp
 
-    def _rule_host(self, fn: Callable[..., Any], kind: str, result: Any) -> Host:
-        from ._host import Host
-
-        rule = Host(fn, result=result, vmap=self.host.batching, lowering=self.host.lowering)
+    def _rule_host(self, fn: Callable[..., Any], kind: str, result: Any) -> AbstractHost:
         name = getattr(self.jvp_fn if kind == "jvp" else self.vjp_fn, "__name__", kind)
-        rule.name = f"{name} ({kind}= of {self.host.name})"
-        return rule
+        return self.host.sibling(fn, name=f"{name} ({kind}= of {self.host.name})", result=result)
 
-    def linear_fns(self, entry: _Entry) -> tuple[_Fn, _Fn, list[int]]:
+    def linear_fns(self, entry: AbstractSignature) -> tuple[_Fn, _Fn, list[int]]:
         if "pair" in entry.extra:
             return entry.extra["pair"]
         call = entry.call
@@ -372,7 +364,7 @@ class _FiniteDifferenceRule(_Rule):
     all 2n (or n) perturbed points in one batched call. Evaluations go through the function's
     own rule, so differentiating again differences this rule."""
 
-    def __init__(self, host: Host, fd: FiniteDifferences):
+    def __init__(self, host: AbstractHost, fd: FiniteDifferences):
         super().__init__(host)
         self.fd = fd
         self.central = fd.scheme == "central"
@@ -398,7 +390,9 @@ class _FiniteDifferenceRule(_Rule):
         eps = float(jnp.finfo(dtype).eps)
         return self.fd.step if self.fd.step is not None else eps ** (1 / 3 if self.central else 0.5)
 
-    def _evaluate(self, entry: _Entry, primals: Any, index: list[int], points: Any, dtype: Any):
+    def _evaluate(
+        self, entry: AbstractSignature, primals: Any, index: list[int], points: Any, dtype: Any
+    ):
         """All `points` (rows: the differentiated leaves, raveled) in one batched call."""
 
         def at(p):
@@ -412,7 +406,7 @@ class _FiniteDifferenceRule(_Rule):
 
         return jax.vmap(at)(points)
 
-    def _unravel_out(self, entry: _Entry, flat: Any) -> list[Any]:
+    def _unravel_out(self, entry: AbstractSignature, flat: Any) -> list[Any]:
         result, offset = [], 0
         for aval in entry.call.spec.avals:
             size = int(np.prod(aval.shape))
@@ -421,7 +415,7 @@ class _FiniteDifferenceRule(_Rule):
             offset += size
         return result
 
-    def directional(self, entry: _Entry, index: list[int], ops: Any) -> list[Any]:
+    def directional(self, entry: AbstractSignature, index: list[int], ops: Any) -> list[Any]:
         primals, lin = ops[: len(entry.call.in_avals)], ops[len(entry.call.in_avals) :]
         dtype = jnp.result_type(*[primals[i] for i in index])
         x = jnp.concatenate([jnp.ravel(primals[i]).astype(dtype) for i in index])
@@ -440,7 +434,7 @@ class _FiniteDifferenceRule(_Rule):
         flat = jnp.where(moving, flat, jnp.zeros_like(flat))
         return self._unravel_out(entry, self._checked(flat))
 
-    def transposed(self, entry: _Entry, index: list[int], ops: Any) -> list[Any]:
+    def transposed(self, entry: AbstractSignature, index: list[int], ops: Any) -> list[Any]:
         primals, cts = ops[: len(entry.call.in_avals)], ops[len(entry.call.in_avals) :]
         jac = self.jacobian(entry, list(primals), index)  # (n_out, n_in)
         ct = jnp.concatenate([jnp.ravel(c).astype(jac.dtype) for c in cts])
@@ -453,7 +447,7 @@ class _FiniteDifferenceRule(_Rule):
             offset += size
         return result
 
-    def jacobian(self, entry: _Entry, primals: list[Any], index: list[int]) -> jax.Array:
+    def jacobian(self, entry: AbstractSignature, primals: list[Any], index: list[int]) -> jax.Array:
         dtype = jnp.result_type(*[primals[i] for i in index])
         x = jnp.concatenate([jnp.ravel(primals[i]).astype(dtype) for i in index])
         h = self._step(dtype) * jnp.maximum(jnp.abs(x), 1.0)
@@ -473,16 +467,16 @@ class _FiniteDifferenceRule(_Rule):
         return self._checked(diff.T)
 
     def _checked(self, value: jax.Array) -> jax.Array:
-        return _check_finite(self.host.name)(value) if self.fd.check_finite else value
+        return _check_finite(self.host)(value) if self.fd.check_finite else value
 
 
-def _ravel_out(entry: _Entry, out: list[Any], dtype: Any) -> jax.Array:
+def _ravel_out(entry: AbstractSignature, out: list[Any], dtype: Any) -> jax.Array:
     parts = [jnp.ravel(o).astype(dtype) for o in out]
     return jnp.concatenate(parts) if parts else jnp.zeros(0, dtype)
 
 
-def _check_finite(name: str) -> Callable[[jax.Array], jax.Array]:
-    from ._host import Host
+def _check_finite(host: AbstractHost) -> Callable[[jax.Array], jax.Array]:
+    name = host.name
 
     def check(value: np.ndarray) -> np.ndarray:
         if not np.all(np.isfinite(value)):
@@ -499,6 +493,9 @@ def _check_finite(name: str) -> Callable[[jax.Array], jax.Array]:
             )
         return value
 
-    check_host = Host(check, vmap="sequential")
-    check_host.name = f"FiniteDifferences(check_finite=True) of {name!r}"
-    return check_host
+    return host.sibling(
+        check,
+        name=f"FiniteDifferences(check_finite=True) of {name!r}",
+        result=None,
+        vmap="sequential",
+    )

@@ -9,7 +9,7 @@ its elements, or with `vectorized=True` is one call of the host function on stac
 (`_processes`) and `Ray` (`_ray`) each run the chunks their own way.
 
 Pools are persistent, shared by every executor of the same size, created on first use and shut
-down at interpreter exit (`_at_shutdown`). Per-worker `init` state lives in the `HostCall` of
+down at interpreter exit (`_at_shutdown`). Per-worker `init` state lives in the host call of
 the worker: thread local for `Threads`, once per worker process for `Processes`, once per actor
 for `Ray`.
 """
@@ -26,15 +26,13 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 import numpy as np
 
 from . import _batching, _malloc
-
-if TYPE_CHECKING:
-    from ._call import HostCall
+from ._base import AbstractCall
 
 # Messages more than one executor module raises.
 CLOUDPICKLE_MISSING = "`jaxbridge.Processes` needs cloudpickle: `pip install cloudpickle`"
@@ -72,6 +70,7 @@ class _Executor(_batching.AbstractBatching):
 
     #: Chunks per worker when `chunk_size` is None and chunks loop: a few, to balance load.
     chunks_per_worker = 4
+    handles_unused_outputs = True
 
     def __init__(self, n: int | None, chunk_size: int | None, vectorized: bool):
         api = f"jaxbridge.{type(self).__name__}"
@@ -110,8 +109,7 @@ class _Executor(_batching.AbstractBatching):
         ]
         for x in flat_ins:  # a partly broadcast input is a fresh copy: read-only like the rest
             x.flags.writeable = False
-        # XLA's output buffers are contiguous, so these are views: chunks write in place.
-        flat_outs = [o.reshape((size, *o.shape[len(batch) :])) for o in outs]
+        flat_outs = _batching.flatten_outs(outs, batch)  # views: chunks write in place
         shared = [
             all(d == 1 for d in x.shape[: x.ndim - nd])
             for x, nd in zip(ins, call.core_ndims, strict=True)
@@ -130,17 +128,18 @@ class _Executor(_batching.AbstractBatching):
 
 
 def run_chunk(
-    call: HostCall,
+    call: AbstractCall,
     flat_ins: Sequence[np.ndarray],
-    flat_outs: Sequence[np.ndarray],
+    flat_outs: Sequence[Any],
     lo: int,
     hi: int,
     vectorized: bool,
     state: Any,
 ) -> None:
-    """Fills rows `lo:hi` of `flat_outs` (each `(size, *core)`) from those of `flat_ins`."""
+    """Fills rows `lo:hi` of `flat_outs` (each `(size, *core)`, or `None` for an output the
+    program does not use) from those of `flat_ins`."""
     ins = [x[lo:hi] for x in flat_ins]
-    outs = [o[lo:hi] for o in flat_outs]
+    outs = [None if o is None else o[lo:hi] for o in flat_outs]
     if vectorized:
         call.check(call.invoke(ins, state), outs, lead=(hi - lo,))
     else:

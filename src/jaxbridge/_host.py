@@ -14,13 +14,14 @@ import numpy as np
 from jax import core as jax_core
 from jax._src import core as _core
 
-from . import _batching, _call, _errors, _spec
+from . import _batching, _call, _derivatives, _errors, _primitive, _spec
+from ._base import AbstractHost
 
 PyTree = Any
 ResultArg = PyTree | Callable[..., PyTree] | None
 
 
-class Host:
+class Host(AbstractHost):
     """A host function wrapped for JAX. Build one with `jaxbridge.host`."""
 
     def __init__(
@@ -39,6 +40,7 @@ class Host:
         jvp: Callable[..., Any] | None = None,
         vjp: Callable[..., Any] | None = None,
         derivative: Any = None,
+        used_outputs: bool = False,
     ):
         if not callable(fn):
             raise TypeError(f"`jaxbridge.host` wraps a callable; got `{type(fn).__name__}`.")
@@ -46,9 +48,10 @@ class Host:
         self.fn = fn
         self.name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
         self.batching = _batching.resolve(vmap)
-        if lowering not in _call.LOWERINGS:
+        if lowering not in _primitive.LOWERINGS:
             raise ValueError(_errors.BAD_LOWERING.format(got=lowering))
         self.lowering = lowering
+        self.used_outputs = _check_used_outputs(used_outputs)
         self.ordered = bool(ordered)
         self.io = bool(io) or self.ordered  # an ordered call is an io call in program order
         self.effect = "ordered" if self.ordered else "io" if self.io else "pure"
@@ -74,8 +77,6 @@ class Host:
             # effect at trace time.
             self._declared = _spec.spec_from_tree(None)
         self._discard = result is None and self.io
-        from . import _derivatives
-
         self.rule = _derivatives.make_rule(
             self, jacobian=jacobian, jvp=jvp, vjp=vjp, derivative=derivative
         )
@@ -107,6 +108,7 @@ class Host:
                 self.init,
                 self._states,
                 discard=self._discard,
+                pass_used=self.used_outputs,
             )
             found = self._entries[key] = _Entry(self, call)
         return found
@@ -119,7 +121,9 @@ class Host:
             return _spec.spec_from_tree(self._result_fn(*args, **kwargs))
         fn = self.fn
         if self.init is not None:
-            fn = functools.partial(self.fn, state=self.local_state())
+            fn = functools.partial(fn, state=self.local_state())
+        if self.used_outputs:
+            fn = functools.partial(fn, used_outputs=None)  # the probe wants every output
         return _spec.probe(self.name, fn, split, avals)
 
     def local_state(self) -> Any:
@@ -155,12 +159,34 @@ class Host:
             )
         return jax.tree_util.tree_unflatten(entry.call.spec.treedef, out)
 
+    def sibling(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str,
+        result: Any,
+        vmap: Any = None,
+        init: Callable[[], Any] | None = None,
+    ) -> Host:
+        """Another host function like this one, for a derivative rule (see `AbstractHost`)."""
+        other = Host(
+            fn,
+            result=result,
+            vmap=self.batching if vmap is None else vmap,
+            lowering=self.lowering,
+            init=init,
+        )
+        other.name = name
+        return other
+
     def _call_eager(self, split: _spec.Split, dynamic: list[Any]) -> PyTree:
         """Outside any trace: call the function directly; its own exception propagates."""
         arrays = [_host_array(x) for x in dynamic]
         args, kwargs = split.rebuild(arrays)
         if self.init is not None:
             kwargs["state"] = self.local_state()
+        if self.used_outputs:
+            kwargs["used_outputs"] = None  # an eager call returns every output
         value = self.fn(*args, **kwargs)
         if self._discard:
             return None
@@ -179,7 +205,7 @@ class _Entry:
     def __init__(self, host: Host, call: _call.HostCall):
         self.call = call
         self.extra: dict[Any, Any] = {}  # per-signature objects of the derivative rule
-        emit = functools.partial(_call.emit, call, effect=host.effect, lowering=host.lowering)
+        emit = functools.partial(_primitive.emit, call, effect=host.effect, lowering=host.lowering)
         self.emit = lambda *dynamic: emit(dynamic)
         self.traced = host.rule.wrap(self)
         # The call site jits its own call: inside a user's jit this inlines for free, and under
@@ -187,6 +213,16 @@ class _Entry:
         # compile once per signature instead of dispatching one by one.
         self.jitted = jax.jit(self.traced)
         call.jvp_rule = functools.partial(host.rule.jvp, self)
+
+
+def _check_used_outputs(used_outputs: Any) -> bool:
+    if not isinstance(used_outputs, bool):
+        raise TypeError(
+            "`jaxbridge.host(used_outputs=...)` must be True (the host function takes a keyword "
+            "argument `used_outputs` and computes only the outputs it flags) or False; got "
+            f"`{type(used_outputs).__name__}`."
+        )
+    return used_outputs
 
 
 def _is_eager(dynamic: Sequence[Any]) -> bool:
@@ -241,6 +277,7 @@ class HostOptions(TypedDict, total=False):
     jvp: Callable[..., Any] | None
     vjp: Callable[..., Any] | None
     derivative: Any
+    used_outputs: bool
 
 
 @overload
@@ -267,6 +304,7 @@ def host(
     jvp: Callable[..., Any] | None = None,
     vjp: Callable[..., Any] | None = None,
     derivative: Any = None,
+    used_outputs: bool = False,
 ) -> Host | Callable[[Callable[..., Any]], Host]:
     """Makes a NumPy function callable from `jit`, `vmap`, `scan`, `grad` and the rest.
 
@@ -305,6 +343,19 @@ def host(
         vjp: `vjp(*args, cotangents_out) -> cotangents_in` (a tuple, one per positional
             argument), a host function.
         derivative: a derivative rule object, such as `jaxbridge.FiniteDifferences()`.
+        used_outputs: True: `fn` takes a keyword argument `used_outputs` and computes only the
+            outputs the program uses. It receives `None` when every output is used (and in
+            the probe that finds the result spec, and in eager calls); otherwise a pytree of
+            Python bools with the structure of the result (`used_outputs["qpos"]`,
+            `used_outputs.qacc`, `used_outputs[1]`), True for each leaf the program uses. For
+            a leaf flagged False it may return anything (`None` is fine): that leaf is neither
+            checked nor copied. Without it (the default) `fn` computes every output and only
+            the used ones are copied out. Either way a `jit`ted program that uses only some
+            outputs of a call makes XLA buffers for those alone (the primitive's dead-code
+            rule), under `vmap`, `grad`, `scan`, `cond` and sharded `jit` too; a pure call
+            whose outputs are all unused is removed, an `io=True` call runs anyway. An
+            `ordered=True` call, and a call inside the body of a `while_loop` (JAX runs no
+            dead-code elimination there), always computes every output.
 
     Returns:
         A callable with `fn`'s name and docstring.
@@ -333,6 +384,16 @@ def host(
         5.0
         >>> jax.vmap(norm)(jnp.ones((2, 4))).tolist()
         [2.0, 2.0]
+
+        A host function that computes only what the program reads:
+
+        >>> @jaxbridge.host(used_outputs=True)
+        ... def stats(x, used_outputs=None):
+        ...     want = lambda k: used_outputs is None or used_outputs[k]
+        ...     return {"mean": np.mean(x) if want("mean") else None,
+        ...             "var": np.var(x) if want("var") else None}
+        >>> float(jax.jit(lambda x: stats(x)["mean"])(jnp.array([1.0, 3.0])))
+        2.0
     """
     options: dict[str, Any] = dict(
         result=result,
@@ -347,13 +408,15 @@ def host(
         jvp=jvp,
         vjp=vjp,
         derivative=derivative,
+        used_outputs=used_outputs,
     )
     if fn is None:
         # Validate now so that a bad `@host(...)` fails where it is written.
         _batching.resolve(vmap)
         if result is not None and not _spec.is_result_function(result):
             _spec.spec_from_tree(result)
-        if lowering not in _call.LOWERINGS:
+        if lowering not in _primitive.LOWERINGS:
             raise ValueError(_errors.BAD_LOWERING.format(got=lowering))
+        _check_used_outputs(used_outputs)
         return lambda f: Host(f, **options)
     return Host(fn, **options)

@@ -289,7 +289,8 @@ class Processes(_Executor):
                     errors[lo] = _unpack_exception(value, where, call)
                 elif not errors:
                     for o, v in zip(flat_outs, value, strict=True):
-                        o[lo:hi] = v
+                        if o is not None:  # None: an output the program does not use
+                            o[lo:hi] = v
         if errors:
             raise errors[min(errors)]
 

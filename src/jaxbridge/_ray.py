@@ -26,7 +26,7 @@ RAY_FAILED = (
 )
 
 _ray_started = False
-# Actors per wrapped function (its signatures share `init` state, keyed by `call._local`).
+# Actors per wrapped function (its signatures share `init` state, keyed by `call.states`).
 _actors: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()
 # The host call's payload in the object store, put once per `HostCall`.
 _payload_refs: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
@@ -259,7 +259,8 @@ class Ray(_Executor):
                 errors.append(_unpack_exception(value, where, call))
                 break
             for o, v in zip(flat_outs, value, strict=True):
-                o[lo:hi] = v
+                if o is not None:  # None: an output the program does not use
+                    o[lo:hi] = v
         if errors:
             # Chunks still running finish and are dropped: they write nothing of ours, and
             # cancelling tasks that may be retrying trips Ray up.
@@ -267,15 +268,15 @@ class Ray(_Executor):
 
     def _actors(self, call, actor_cls) -> list[Any]:
         with _lock:
-            found = _actors.get(call._local)
+            found = _actors.get(call.states)
             if found is None:
-                found = _actors[call._local] = [actor_cls.remote() for _ in range(self.workers())]
+                found = _actors[call.states] = [actor_cls.remote() for _ in range(self.workers())]
         return found
 
     @staticmethod
     def _drop_actors(call, ray) -> None:
         with _lock:
-            dead = _actors.pop(call._local, [])
+            dead = _actors.pop(call.states, [])
         for a in dead:  # the next call makes fresh actors, with fresh state
             with contextlib.suppress(Exception):
                 ray.kill(a)

@@ -20,26 +20,27 @@ import traceback
 import types
 import uuid
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from . import _batching, _errors
+from . import _errors
+from ._base import AbstractCall
 from ._executors import CLOUDPICKLE_MISSING, NOT_PICKLABLE, _lock, run_chunk
-
-if TYPE_CHECKING:
-    from ._call import HostCall
-
 
 _payloads: weakref.WeakKeyDictionary[Any, tuple[str, bytes]] = weakref.WeakKeyDictionary()
 _dead_keys: set[str] = set()  # HostCalls collected here: workers may drop their copies
 _state_groups: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
-_remote_calls: dict[str, HostCall] = {}  # in a worker: the host calls it has been sent
+_remote_calls: dict[str, AbstractCall] = {}  # in a worker: the host calls it has been sent
 _remote_states: dict[str, threading.local] = {}  # ... and the init states they share
 
 
-def _payload(call: HostCall, executor: str) -> tuple[str, bytes]:
-    """A key and the cloudpickled host call, made once per `HostCall`, sent once per worker."""
+def _payload(call: AbstractCall, executor: str) -> tuple[str, bytes]:
+    """A key and the cloudpickled host call, made once per call, sent once per worker.
+
+    A call pickles as what a worker runs (`HostCall.__reduce__`): its function at its
+    signature and used outputs, a batch looping on the worker, and no `init` state yet.
+    """
     with _lock:
         found = _payloads.get(call)
     if found is not None:
@@ -48,17 +49,16 @@ def _payload(call: HostCall, executor: str) -> tuple[str, bytes]:
         import cloudpickle
     except ImportError as e:  # pragma: no cover - checked when the executor is built
         raise ImportError(CLOUDPICKLE_MISSING) from e
-    parts = (call.name, call.fn, call.split, call.in_avals, call.spec, call.init)
     try:
-        blob = cloudpickle.dumps(parts)
+        blob = cloudpickle.dumps(call)
     except Exception as e:
         raise TypeError(
             NOT_PICKLABLE.format(executor=executor, name=call.name, etype=type(e).__name__, emsg=e)
         ) from e
-    # `init` state is per wrapped function (its signatures share `call._local`): so in a
+    # `init` state is per wrapped function (its signatures share `call.states`): so in a
     # worker too, where the group names the state that the signatures share.
     with _lock:
-        group = _state_groups.setdefault(call._local, uuid.uuid4().hex)
+        group = _state_groups.setdefault(call.states, uuid.uuid4().hex)
     # The worker's sys.path first: functions of importable modules travel by reference.
     found = (uuid.uuid4().hex, pickle.dumps((sys.path, group, blob)))
     with _lock:
@@ -67,14 +67,12 @@ def _payload(call: HostCall, executor: str) -> tuple[str, bytes]:
     return found
 
 
-def _load_call(payload: bytes) -> HostCall:
-    from ._call import HostCall
-
+def _load_call(payload: bytes) -> AbstractCall:
     path, group, blob = pickle.loads(payload)
     sys.path[:] = path + [p for p in sys.path if p not in path]
-    name, fn, split, in_avals, spec, init = pickle.loads(blob)
-    states = _remote_states.setdefault(group, threading.local())
-    return HostCall(name, fn, split, in_avals, spec, _batching.SEQUENTIAL, init, states)
+    call = pickle.loads(blob)
+    call.states = _remote_states.setdefault(group, threading.local())
+    return call
 
 
 def _remote_run(key, payload, n, arrays, shared, vectorized) -> tuple[str, Any]:
@@ -89,7 +87,10 @@ def _remote_run(key, payload, n, arrays, shared, vectorized) -> tuple[str, Any]:
             np.broadcast_to(a, (n, *a.shape)) if s else a
             for a, s in zip(arrays, shared, strict=True)
         ]
-        outs = [np.empty((n, *a.shape), a.dtype) for a in call.spec.avals]
+        outs = [
+            np.empty((n, *a.shape), a.dtype) if u else None
+            for a, u in zip(call.spec.avals, call.used_outputs)
+        ]
         run_chunk(call, ins, outs, 0, n, vectorized, call.local_state())
         return "ok", outs
     except Exception as e:
@@ -126,7 +127,7 @@ def _pack_exception(e: BaseException) -> tuple[bytes | None, str, str, list]:
 
 
 def _unpack_exception(
-    packed: tuple[bytes | None, str, str, list], where: str, call: HostCall
+    packed: tuple[bytes | None, str, str, list], where: str, call: AbstractCall
 ) -> BaseException:
     """The worker's exception, of its own type where it unpickles, with the worker's frames."""
     blob, etype, message, frames = packed

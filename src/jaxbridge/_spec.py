@@ -241,7 +241,8 @@ def check_result(
     value: PyTree,
     outs: Sequence[np.ndarray] | None = None,
     lead: tuple[int, ...] = (),
-) -> list[np.ndarray]:
+    used: Sequence[bool] | None = None,
+) -> list[Any]:
     """Checks a returned value against `spec`; copies it into `outs` (or new arrays).
 
     A dtype is converted only within its kind (float64 to float32, int64 to int32; signed and
@@ -249,7 +250,18 @@ def check_result(
     the declared dtype, and a finite float must stay finite (rounding is allowed). Anything
     else is an error naming `rule`, the pytree path, expected and got. `lead` is the batch
     shape a vectorised call adds in front of every leaf.
+
+    `used` (one flag per leaf of `spec`): a leaf whose flag is False is neither checked nor
+    copied (the program does not use it), and may be anything, `None` included; its entry of
+    `outs` may be `None` and its entry of the returned list is `None`.
     """
+    if used is not None and not all(used):
+        try:  # `None` where an unused leaf would be is a leaf here, not an empty subtree
+            leaves = spec.treedef.flatten_up_to(value)
+        except (ValueError, TypeError):
+            leaves = None
+        if leaves is not None:
+            return _check_leaves(rule, spec, leaves, outs, lead, used)
     leaves, treedef = jax.tree_util.tree_flatten(value)
     if (
         treedef != spec.treedef
@@ -259,8 +271,22 @@ def check_result(
         raise _errors.HostResultError(
             f"{rule} returned the wrong pytree structure: expected {spec.treedef}, got {treedef}."
         )
-    result = []
+    return _check_leaves(rule, spec, leaves, outs, lead, used)
+
+
+def _check_leaves(
+    rule: str,
+    spec: ResultSpec,
+    leaves: Sequence[Any],
+    outs: Sequence[Any] | None,
+    lead: tuple[int, ...],
+    used: Sequence[bool] | None,
+) -> list[Any]:
+    result: list[Any] = []
     for i, (leaf, aval) in enumerate(zip(leaves, spec.avals, strict=True)):
+        if used is not None and not used[i]:
+            result.append(None)
+            continue
         arr = np.asarray(leaf)
         shape = lead + aval.shape
         check = _cast_check(arr.dtype, aval.dtype) if arr.shape == shape else None
