@@ -6,7 +6,9 @@ shadows that package for every script and for jaxbridge's own lazy imports: once
 `mujoco_derivatives.py` failed with "module 'gymnasium' has no attribute 'make'". So: no
 script's name is importable without the folder (`test_no_script_shadows_a_module`), and each
 script, imported in a fresh interpreter with the folder first on `sys.path`, finds every module
-and name it imports, none of them from the folder but `_util` (`test_script_imports_resolve`).
+and name it imports, none of them from the folder but `_util`, and no jaxbridge module it loads
+names a script of the folder, even in an import run only when called
+(`test_script_imports_resolve`).
 Importing a script runs its top level only: `main()` is guarded by `__name__`.
 """
 
@@ -90,7 +92,26 @@ for key, module in sorted(sys.modules.items()):
     path = getattr(module, "__file__", None)
     if path and pathlib.Path(path).resolve().parent == folder and key not in (name, "_util"):
         problems.append(f"`import {key}` loaded the benchmark script {path}")
-print(json.dumps(problems))
+# jaxbridge imports some packages only when called (gymnasium in Simulator.from_gymnasium):
+# those of the jaxbridge modules loaded must not be scripts here either.
+local = {p.stem for p in folder.glob("*.py")}
+package = pathlib.Path(importlib.import_module("jaxbridge").__file__).resolve().parent
+for key, module in sorted(sys.modules.items()):
+    path = getattr(module, "__file__", None)
+    if not path or package not in pathlib.Path(path).resolve().parents:
+        continue
+    for node in ast.walk(ast.parse(pathlib.Path(path).read_text())):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        else:
+            continue
+        for imported in names:
+            if imported.split(".")[0] in local:
+                problems.append(f"{key} imports {imported}, which {folder.name}/"
+                                f"{imported.split('.')[0]}.py replaces in a script's run")
+print(json.dumps(list(dict.fromkeys(problems))))
 """
 
 
@@ -140,15 +161,19 @@ def test_the_checks_find_the_scripts_that_broke_bench(tmp_path):
     """The names the scripts had before dd056cf: gymnasium.py and mujoco.py are found."""
     folder = tmp_path / "benchmarks"
     folder.mkdir()
-    shutil.copy(BENCHMARKS / "_util.py", folder)
+    for name in ("_util", "mujoco_derivatives", "derivatives"):
+        shutil.copy(BENCHMARKS / f"{name}.py", folder)
     shutil.copy(BENCHMARKS / "gymnasium_envs.py", folder / "gymnasium.py")
-    shutil.copy(BENCHMARKS / "mujoco_simulator.py", folder / "mujoco.py")
-    shutil.copy(BENCHMARKS / "mujoco_derivatives.py", folder)
-    shutil.copy(BENCHMARKS / "derivatives.py", folder)
     found = shadowed(folder)
-    assert set(found) == {"gymnasium", "mujoco"}, found
-    assert "site-packages" in found["gymnasium"], found
-    # `import mujoco` in mujoco_derivatives.py gets the benchmark instead of the package.
+    assert set(found) == {"gymnasium"} and "site-packages" in found["gymnasium"], found
+    # What failed: jaxbridge.mujoco imports gymnasium when a script calls from_gymnasium.
     problems = import_problems(folder, "mujoco_derivatives")
-    assert any("mujoco.py" in p for p in problems), problems
+    assert any("imports gymnasium, which benchmarks/gymnasium.py" in p for p in problems), problems
     assert not import_problems(folder, "derivatives")
+    # `import mujoco` in mujoco_derivatives.py gets the benchmark instead of the package.
+    shutil.copy(BENCHMARKS / "mujoco_simulator.py", folder / "mujoco.py")
+    assert set(shadowed(folder)) == {"gymnasium", "mujoco"}
+    problems = import_problems(folder, "mujoco_derivatives")
+    assert any("loaded the benchmark script" in p and "mujoco.py" in p for p in problems) or any(
+        "partially initialized module 'mujoco'" in p for p in problems
+    ), problems
