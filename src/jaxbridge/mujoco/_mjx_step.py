@@ -1,0 +1,247 @@
+"""`step(model, data)` and `forward(model, data)` on MJX's own types, computed by C MuJoCo.
+
+The JAX side of `jaxbridge.mujoco.mjx`. A call resolves the `mjx.Model` to its `MjModel`
+(`_mjx_model.resolve`), checks that the `mjx.Data` is one of that model's (its pytree
+structure, shapes and dtypes are those `mjx.make_data` gives it), and makes ONE host call
+(`jaxbridge.host`, `vmap="vectorized"`: a `vmap` of it, nested or not, is one `mujoco.batch`
+call for the whole batch) whose inputs are the Data's `mjSTATE_INTEGRATION` leaves and whose
+outputs are every leaf a step makes (`_mjx_host.Calls`). The leaves no call changes (controls,
+applied forces, mocap poses, `eq_active`, userdata, MJX's `efc_type`) are the input's own
+arrays, and so are the entries MuJoCo leaves as they were (`_mjx_data.Layout`).
+
+Derivatives are central differences of the same host call in its float inputs, all points in
+one batched call (`jaxbridge.FiniteDifferences`), so `grad`, `jvp`, `jacfwd` and `jacrev` work,
+under `jit`, `vmap` and `scan`.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jaxbridge
+
+from . import _mjx_data as L
+from ._mjx_host import Calls
+from ._mjx_model import Resolved, resolve
+
+__all__ = ["forward", "step"]
+
+#: The difference step of the derivatives, relative to `max(|x|, 1)`: rounding (MuJoCo computes
+#: in float64) stays near 1e-9 of a value, and few differences reach over a contact change.
+STEP = 1e-7
+
+WRONG_DATA = (
+    "`jaxbridge.mujoco.mjx.{api}(model, data)`: `data` is not an mjx.Data of this model "
+    "(nq={nq}, nv={nv}, nbody={nbody}): {what}. Make it from the same MjModel with "
+    "`mjx.make_data(model)` or `mjx.put_data(mj_model, mj_data)`, and batch it with `jax.vmap` "
+    "rather than leading dimensions."
+)
+
+
+class _Model:
+    """One MjModel's layout, host calls and the JAX functions over them."""
+
+    def __init__(self, mj_model: Any):
+        from mujoco import mjx
+
+        template = mjx.make_data(mj_model, impl="jax")
+        self.template = template
+        self.layout = layout = L.Layout(mj_model, template)
+        self.calls = Calls(mj_model, layout, template)
+        self.inputs = [layout.index[name] for name, _ in L.INPUTS]
+        self.fns = {kind: self._host(kind) for kind in ("step", "forward")}
+
+    def computed(self, kind: str) -> list[int]:
+        """The leaves the host call makes: all but the kept ones (and the state, in forward),
+        and the bound ones MuJoCo leaves wholly as they were."""
+        untouched = self.layout.kept_entries[kind]
+        out = []
+        for i, leaf in enumerate(self.layout.leaves):
+            if leaf.kind == L.KEPT or (kind == "forward" and leaf.kind == L.STATE):
+                continue
+            mask = untouched.get(leaf.name)
+            if leaf.kind == L.BOUND and mask is not None and mask.all():
+                continue
+            out.append(i)
+        return out
+
+    def _host(self, kind: str) -> Any:
+        layout, calls = self.layout, self.calls
+        live = self.computed(kind)
+        names = [name for name, _ in L.INPUTS]
+        leaves = layout.leaves
+
+        def result(*args: Any) -> list[jax.ShapeDtypeStruct]:
+            lead = args[0].shape  # `time` is a scalar leaf: its shape is the batch
+            return [
+                jax.ShapeDtypeStruct((*lead, *leaves[i].shape), _dtype(leaves[i].dtype))
+                for i in live
+            ]
+
+        def mjx_host(*arrays: np.ndarray) -> list[np.ndarray]:
+            lead = arrays[0].shape
+            B = int(np.prod(lead))
+            inputs = {
+                n: np.asarray(a, dtype=np.float64).reshape(B, *leaves[layout.index[n]].shape)
+                for n, a in zip(names, arrays)
+            }
+            outs = calls.run(kind, inputs, live, B)
+            return [
+                o.reshape((*lead, *leaves[i].shape)).astype(leaves[i].dtype, copy=False)
+                for o, i in zip(outs, live)
+            ]
+
+        mjx_host.__name__ = mjx_host.__qualname__ = f"mjx_{kind}"
+        fn = jaxbridge.host(
+            mjx_host,
+            vmap="vectorized",
+            result=result,
+            derivative=jaxbridge.FiniteDifferences(step=STEP),
+        )
+        return live, fn
+
+
+def _dtype(dtype: np.dtype) -> Any:
+    return jax.dtypes.canonicalize_dtype(dtype)
+
+
+_lock = threading.Lock()
+_models: dict[tuple[int, bool], tuple[Any, _Model]] = {}
+
+
+def _model_for(mj_model: Any) -> _Model:
+    key = (id(mj_model), bool(jax.config.read("jax_enable_x64")))
+    with _lock:
+        hit = _models.get(key)
+        if hit is not None and hit[0] is mj_model:
+            return hit[1]
+    made = _Model(mj_model)
+    with _lock:
+        _models[key] = (mj_model, made)
+    return made
+
+
+@functools.cache
+def _check_call() -> Any:
+    """The host's check of a traced model's values (see `Resolved.check`): an `io=True` call,
+    so that it runs although nothing reads its result."""
+
+    def mjx_model_check(flat: np.ndarray, *, resolved: Resolved) -> None:
+        resolved.check(np.asarray(flat))
+
+    return jaxbridge.host(mjx_model_check, io=True, vmap="vectorized", static_argnames="resolved")
+
+
+def _check_data(api: str, m: _Model, data: Any) -> list[Any]:
+    from mujoco import mjx
+
+    mj = m.layout.mj_model
+    fmt = dict(api=api, nq=mj.nq, nv=mj.nv, nbody=mj.nbody)
+    if not isinstance(data, mjx.Data):
+        raise TypeError(WRONG_DATA.format(what=f"got {type(data).__name__}", **fmt))
+    impl = getattr(getattr(data, "impl", None), "value", None)
+    if impl is not None and impl != "jax":
+        raise ValueError(WRONG_DATA.format(what=f"an mjx.Data of impl {impl!r}", **fmt))
+    flat, treedef = jax.tree_util.tree_flatten(data)
+    leaves = m.layout.leaves
+    if len(flat) != len(leaves):
+        raise ValueError(WRONG_DATA.format(what=f"{len(flat)} leaves, not {len(leaves)}", **fmt))
+    for leaf, x in zip(leaves, flat):
+        shape = tuple(np.shape(x))
+        if shape != leaf.shape:
+            what = f"`{leaf.path}` has shape {shape}, expected {leaf.shape}"
+            raise ValueError(WRONG_DATA.format(what=what, **fmt))
+    if treedef != m.layout.treedef:
+        what = "its contact slots or constraint rows differ from the model's"
+        raise ValueError(WRONG_DATA.format(what=what, **fmt))
+    return flat
+
+
+def _call(kind: str, model: Any, data: Any) -> Any:
+    resolved = resolve(model, kind)
+    m = _model_for(resolved.mj_model)
+    flat = _check_data(kind, m, data)
+    if resolved.traced:
+        values = jax.tree_util.tree_leaves(model)
+        traced = jnp.concatenate(
+            [
+                jnp.ravel(values[i]).astype(jnp.float64 if _x64() else jnp.float32)
+                for i in resolved.traced
+            ]
+        )
+        _check_call()(jax.lax.stop_gradient(traced), resolved=resolved)
+    live, fn = m.fns[kind]
+    layout = m.layout
+    inputs = [
+        flat[i] if layout.leaves[i].dtype.kind == "f" else flat[i].astype(_float())
+        for i in m.inputs
+    ]
+    outs = fn(*inputs)
+    new = list(flat)
+    untouched = layout.kept_entries[kind]
+    for i, o in zip(live, outs):
+        leaf = layout.leaves[i]
+        mask = untouched.get(leaf.name) if leaf.kind == L.BOUND else None
+        if mask is not None:
+            o = jnp.where(jnp.asarray(mask.reshape(leaf.shape)), flat[i], o)
+        # the input's dtype: `mjx.put_data` gives int32 contact geoms, `make_data` int64
+        new[i] = o if o.dtype == flat[i].dtype else o.astype(flat[i].dtype)
+    return jax.tree_util.tree_unflatten(layout.treedef, new)
+
+
+def _x64() -> bool:
+    return bool(jax.config.read("jax_enable_x64"))
+
+
+def _float() -> Any:
+    return jnp.float64 if _x64() else jnp.float32
+
+
+def step(model: Any, data: Any) -> Any:
+    """`mujoco.mj_step` on an `mjx.Data`, by C MuJoCo: MJX's `mjx.step(model, data)`.
+
+    Args:
+        model: an `mjx.Model` of impl "jax" whose `MjModel` is registered (made by
+            `jaxbridge.mujoco.mjx.put_model`, or `register`ed).
+        data: an `mjx.Data` of that model (`mjx.make_data`, `mjx.put_data`, or a previous
+            step's), unbatched: batch it with `jax.vmap`.
+
+    Returns:
+        The `mjx.Data` after one physics step: every field as `mjx.put_data` would give it after
+        `mj_step` on `mjx.get_data(data)` (float64 with x64 on, else rounded to float32).
+
+    Under `jit`, `scan` and `vmap` (one `mujoco.batch` call for the whole batch, nested or
+    not), and under `grad`, `jvp`, `jacfwd`, `jacrev` by central differences in the float
+    inputs (qpos, qvel, act, warm start, ctrl, applied forces, mocap poses, time).
+
+    Raises:
+        TypeError, ValueError: a model that is not a registered impl "jax" mjx.Model, or a
+            `data` of another model.
+
+    Example:
+        >>> import jax, mujoco
+        >>> from jaxbridge.mujoco import mjx
+        >>> from mujoco import mjx as mjx_
+        >>> m = mujoco.MjModel.from_xml_string(
+        ...     "<mujoco><worldbody><body><joint/><geom size='.1'/></body></worldbody></mujoco>")
+        >>> mx = mjx.put_model(m)
+        >>> d = jax.jit(mjx.step)(mx, mjx_.make_data(mx))
+        >>> abs(float(d.time) - m.opt.timestep) < 1e-7
+        True
+    """
+    return _call("step", model, data)
+
+
+def forward(model: Any, data: Any) -> Any:
+    """`mujoco.mj_forward` on an `mjx.Data`, by C MuJoCo: MJX's `mjx.forward(model, data)`.
+
+    Args and the contract under transformations as `step`; the state (time, qpos, qvel, act,
+    warm start) is returned as given.
+    """
+    return _call("forward", model, data)

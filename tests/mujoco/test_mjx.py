@@ -1,0 +1,241 @@
+"""`jaxbridge.mujoco.mjx.step`/`forward` against raw MuJoCo through MJX's own converters.
+
+The reference of a step from an `mjx.Data` is `mjx.put_data(m, d)` after `mujoco.mj_step(m, d)`
+on `d = mjx.get_data(m, data)`: every leaf of the Data, contacts and constraint rows included.
+"""
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import mujoco as _mujoco
+import numpy as np
+import pytest
+
+mjx = pytest.importorskip("mujoco.mjx")
+
+from mjx_models import chain, pendulum, scene, states  # noqa: E402
+
+from jaxbridge.mujoco import _mjx_host  # noqa: E402
+from jaxbridge.mujoco import mjx as cmjx  # noqa: E402
+
+mujoco: Any = _mujoco  # MuJoCo ships no type stubs
+
+
+def _leaves(d):
+    return jax.tree_util.tree_flatten_with_path(d)[0]
+
+
+def assert_data_equal(got, want, atol=1e-9):
+    for (path, a), b in zip(_leaves(got), jax.tree_util.tree_leaves(want), strict=True):
+        np.testing.assert_allclose(
+            np.asarray(a, float),
+            np.asarray(b, float),
+            atol=atol,
+            rtol=0,
+            err_msg=jax.tree_util.keystr(path),
+        )
+
+
+def raw(m, data, fn=mujoco.mj_step):
+    d = mjx.get_data(m, data)
+    fn(m, d)
+    return mjx.put_data(m, d)
+
+
+@pytest.fixture
+def model(x64):
+    m = scene()
+    return m, cmjx.put_model(m)
+
+
+@pytest.mark.parametrize("fn", ["step", "forward"])
+def test_equals_raw_mujoco_in_every_field(model, fn):
+    m, mx = model
+    raw_fn = mujoco.mj_step if fn == "step" else mujoco.mj_forward
+    ours = jax.jit(getattr(cmjx, fn))
+    for d in states(m, 3):
+        assert d.ncon > 0
+        data = mjx.put_data(m, d)
+        assert_data_equal(ours(mx, data), raw(m, data, raw_fn))
+
+
+def test_playground_models_with_contacts(x64):
+    common = pytest.importorskip("mujoco_playground._src.dm_control_suite.common")
+    from mujoco_playground._src import mjx_env
+
+    for name in ("hopper", "cheetah", "humanoid"):
+        xml = (mjx_env.ROOT_PATH / "dm_control_suite" / "xmls" / f"{name}.xml").read_text()
+        m = mujoco.MjModel.from_xml_string(xml, common.get_assets())
+        mx = cmjx.put_model(m)
+        d = states(m, 1, settle=60)[0]
+        data = mjx.put_data(m, d)
+        assert_data_equal(jax.jit(cmjx.step)(mx, data), raw(m, data))
+
+
+def test_vmap_is_one_batch_call_equal_to_single_steps(model):
+    m, mx = model
+    data = [mjx.put_data(m, d) for d in states(m, 4, seed=1)]
+    batch = jax.tree_util.tree_map(lambda *x: jnp.stack(x), *data)
+    calls = []
+    run = _mjx_host.Calls.run
+
+    def counted(self, kind, inputs, live, B):
+        calls.append(B)
+        return run(self, kind, inputs, live, B)
+
+    _mjx_host.Calls.run = counted
+    try:
+        out = jax.jit(jax.vmap(cmjx.step, (None, 0)))(mx, batch)
+    finally:
+        _mjx_host.Calls.run = run
+    assert calls == [4]
+    for i, d in enumerate(data):
+        assert_data_equal(jax.tree_util.tree_map(lambda x, i=i: x[i], out), raw(m, d))
+
+
+def test_nested_vmap(model):
+    m, mx = model
+    data = [mjx.put_data(m, d) for d in states(m, 4, seed=2)]
+    batch = jax.tree_util.tree_map(lambda *x: jnp.stack(x).reshape(2, 2, *x[0].shape), *data)
+    out = jax.jit(jax.vmap(jax.vmap(cmjx.step, (None, 0)), (None, 0)))(mx, batch)
+    np.testing.assert_allclose(out.qpos[1, 0], raw(m, data[2]).qpos, atol=1e-12)
+
+
+def test_scan_equals_raw_steps(model):
+    m, mx = model
+    d = states(m, 1, seed=3)[0]
+    data = mjx.put_data(m, d)
+    out, qs = jax.jit(
+        lambda x: jax.lax.scan(lambda x, _: (cmjx.step(mx, x), x.qpos), x, length=30)
+    )(data)
+    for _ in range(30):
+        mujoco.mj_step(m, d)
+    assert_data_equal(out, mjx.put_data(m, d))
+
+
+def test_model_as_jit_argument(model):
+    m, mx = model
+    data = mjx.put_data(m, states(m, 1)[0])
+    assert_data_equal(jax.jit(cmjx.step)(mx, data), raw(m, data))
+
+
+def test_grad_matches_central_differences_of_raw_steps(model):
+    m, mx = model
+    d0 = states(m, 1, seed=4)[0]
+    data = mjx.put_data(m, d0)
+
+    def loss(u):
+        def body(x, _):
+            x = cmjx.step(mx, x.replace(ctrl=u))
+            return x, jnp.sum(x.qpos[7:] ** 2) + jnp.sum(x.sensordata[:3])
+
+        return jnp.sum(jax.lax.scan(body, data, length=4)[1])
+
+    def raw_loss(u):
+        d = mjx.get_data(m, data)
+        total = 0.0
+        for _ in range(4):
+            d.ctrl[:] = u
+            mujoco.mj_step(m, d)
+            total += np.sum(d.qpos[7:] ** 2) + np.sum(d.sensordata[:3])
+        return total
+
+    u = np.array([0.3, -0.2, 0.1])
+    g = jax.jit(jax.grad(loss))(jnp.asarray(u))
+    h = 1e-6
+    ref = [(raw_loss(u + h * e) - raw_loss(u - h * e)) / (2 * h) for e in np.eye(3)]
+    np.testing.assert_allclose(g, ref, rtol=1e-4, atol=1e-6)
+    # forward mode agrees with reverse (both differences: to their rounding)
+    jf = jax.jit(jax.jacfwd(loss))(jnp.asarray(u))
+    np.testing.assert_allclose(jf, g, rtol=1e-5, atol=1e-9)
+
+
+def test_float32_is_float64_rounded():
+    m = scene()
+    d = states(m, 1)[0]
+    with jax.enable_x64(True):
+        mx64 = cmjx.put_model(m)
+        want = raw(m, mjx.put_data(m, d))
+    mx = cmjx.put_model(m)
+    out = jax.jit(cmjx.step)(mx, mjx.put_data(m, d))
+    assert out.qpos.dtype == jnp.float32
+    np.testing.assert_allclose(out.qpos, np.asarray(want.qpos, np.float32), rtol=1e-5, atol=1e-6)
+    del mx64
+
+
+def test_no_retrace(model):
+    m, mx = model
+    f = jax.jit(lambda x: cmjx.step(mx, x))
+    data = mjx.put_data(m, states(m, 1)[0])
+    f(data)
+    f(data.replace(qpos=data.qpos + 0.01))
+    assert f._cache_size() == 1  # type: ignore[attr-defined]
+
+
+def test_a_changed_model_runs_on_its_own_copy(model):
+    m, mx = model
+    data = mjx.put_data(m, states(m, 1)[0])
+    heavier = mx.replace(body_mass=mx.body_mass * 2.0)
+    m2 = scene()
+    m2.body_mass[:] = m.body_mass * 2.0
+    assert_data_equal(jax.jit(lambda x: cmjx.step(heavier, x))(data), raw(m2, data))
+    assert float(m.body_mass[1]) == float(scene().body_mass[1])  # the original is untouched
+
+
+# -- errors ------------------------------------------------------------------------------
+
+
+def test_unregistered_model(x64):
+    m = chain(7)
+    mx = mjx.put_model(m, impl="jax")
+    with pytest.raises(ValueError, match="matches no registered MjModel.*put_model"):
+        cmjx.step(mx, mjx.make_data(mx))
+    cmjx.register(m, mx)
+    cmjx.step(mx, mjx.make_data(mx))
+
+
+def test_data_of_another_model(model):
+    m, mx = model
+    other = cmjx.put_model(pendulum())
+    with pytest.raises(ValueError, match="not an mjx.Data of this model.*`qpos` has shape"):
+        cmjx.step(mx, mjx.make_data(other))
+
+
+def test_batched_data_without_vmap(model):
+    m, mx = model
+    data = mjx.make_data(mx)
+    batch = jax.tree_util.tree_map(lambda x: jnp.stack([x, x]), data)
+    with pytest.raises(ValueError, match="has shape.*batch it with `jax.vmap`"):
+        cmjx.step(mx, batch)
+
+
+def test_not_a_model(model):
+    m, mx = model
+    with pytest.raises(TypeError, match=r"`model` must be an `mjx.Model`; got MjModel"):
+        cmjx.step(m, mjx.make_data(mx))
+
+
+def test_warp_model_refused(x64):
+    pytest.importorskip("warp")
+    m = pendulum()
+    with pytest.raises(ValueError, match="impl 'warp'.*impl='jax'"):
+        cmjx.put_model(m, impl="warp")
+    mx = mjx.put_model(m, impl="warp")
+    with pytest.raises(ValueError, match="impl 'warp'.*impl='jax'"):
+        cmjx.step(mx, mjx.make_data(m, impl="warp"))
+
+
+def test_domain_randomisation_names_the_field(model):
+    m, mx = model
+    data = mjx.make_data(mx)
+    masses = jnp.stack([mx.body_mass, mx.body_mass * 1.5])
+
+    def f(mass):
+        return cmjx.step(mx.replace(body_mass=mass), data).qpos
+
+    with pytest.raises(Exception, match="field `body_mass` differs.*batch element 1"):
+        jax.block_until_ready(jax.jit(jax.vmap(f))(masses))
+    # the same values in every element are fine
+    same = jax.jit(jax.vmap(f))(jnp.stack([mx.body_mass, mx.body_mass]))
+    np.testing.assert_allclose(same[0], same[1])
