@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from jaxbridge._demo import STAGES, title
+from jaxbridge._demo import STAGES, run, title
 
 # A path in a report line: a folder, a name with one of the extensions the stages write.
 _PATH = re.compile(r"[\w./-]*/[\w.-]+\.(?:png|txt|json|csv|npz)\b")
@@ -26,6 +26,30 @@ def named_paths(summary: str, cwd: Path) -> list[Path]:
 def test_stages_have_titles():
     assert len(STAGES) >= 4
     assert all(title(stage) for stage in STAGES)
+
+
+def test_full_reaches_the_stages_that_take_it(tmp_path, capsys):
+    """A stage is a function; `full` goes to those whose signature has it, as _ppo's does."""
+    seen = []
+
+    def plain(report, *, quick, out):
+        """A stage without a longer run"""
+        seen.append(("plain", quick))
+        report.append(f"  wrote {out / 'plain.txt'}")
+        (out / "plain.txt").write_text("plain")
+
+    def longer(report, *, quick, out, full=False):
+        """A stage with one"""
+        seen.append(("longer", full))
+
+    assert run(full=True, out=str(tmp_path / "out"), stages=(plain, longer)) == 0
+    assert seen == [("plain", False), ("longer", True)]
+    summary = (tmp_path / "out" / "summary.txt").read_text()
+    assert summary.startswith("jaxbridge demo (full): ")
+    assert "| 1. A stage without a longer run |" in summary and "| 2. A stage with one |" in summary
+    named = named_paths(summary, Path.cwd())
+    assert tmp_path / "out" / "plain.txt" in named and all(p.is_file() for p in named), summary
+    assert summary in capsys.readouterr().out
 
 
 def test_demo_rejects_quick_with_full():
