@@ -6,6 +6,7 @@ before the keys were taken with SymPy's own sign (issue 23, section 4).
 """
 
 import copy
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -188,7 +189,10 @@ def test_error_for_a_fractional_multiple_of_a_periodic_variable():
 def test_operator_sum_expands_a_negated_operator_argument():
     x, ej, phi = sympy.symbols("x EJ phi")
     grid = np.linspace(-3.0, 3.0, 7)
-    keys = {sympy.cos(x): np.diag(np.cos(grid)), sympy.sin(x): np.diag(np.sin(grid))}
+    keys: dict[sympy.Basic, Any] = {
+        sympy.cos(x): np.diag(np.cos(grid)),
+        sympy.sin(x): np.diag(np.sin(grid)),
+    }
     for H, want in [
         (ej * sympy.cos(phi - x), lambda e, p: e * np.cos(p - grid)),
         (ej * sympy.sin(phi - x), lambda e, p: e * np.sin(p - grid)),

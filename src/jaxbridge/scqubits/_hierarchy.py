@@ -23,7 +23,7 @@ import sympy
 
 from . import _hs_errors as _errors
 from ._composite import Composite, Factor, ProductTerm
-from ._solvers import dressed_eigh, dressed_eigvalsh
+from ._eigen import dressed_structure, eigh_k, eigvalsh_k
 from ._subsystems import Operator, Part, QubitPart, fix_phases
 from ._terms import Params, complex_of
 
@@ -161,7 +161,8 @@ class _HierarchyPart(Part):
         return op, is_complex or child.is_complex
 
     def esys(self, p: Params, k: int) -> tuple[jax.Array, jax.Array | None]:
-        w, v = dressed_eigh(self.composite.hamiltonian(p), k)
+        h = self.composite.hamiltonian(p)
+        w, v = eigh_k(h, k, dressed_structure(h.shape[-1]))
         return w, fix_phases(v)
 
 
@@ -214,8 +215,8 @@ class HierarchicalModel:
             if what == "hamiltonian":
                 return h
             if what == "eigenvals":
-                return dressed_eigvalsh(h, k)
-            return dressed_eigh(h, k)
+                return eigvalsh_k(h, k, dressed_structure(h.shape[-1]))
+            return eigh_k(h, k, dressed_structure(h.shape[-1]))
 
         shape = jnp.broadcast_shapes(*(v.shape for v in values.values()))
         if not shape:

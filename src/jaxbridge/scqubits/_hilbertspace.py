@@ -11,9 +11,9 @@ import numpy as np
 
 from . import _hs_errors as _errors
 from ._composite import Composite, ExprTerm, Factor, ProductTerm, Term
+from ._eigen import dressed_structure, eigh_k, eigvalsh_k
 from ._expr import has_complex_literal
 from ._lookup import dressed_indices, energy_at
-from ._solvers import dressed_eigh, dressed_eigvalsh
 from ._subsystems import Part, part
 
 if TYPE_CHECKING:  # jaxtyping is a test-time dependency only
@@ -214,9 +214,10 @@ class HilbertSpaceModel:
             h = comp.hamiltonian(P)
             if what == "hamiltonian":
                 return h
+            structure = dressed_structure(h.shape[-1])
             if what == "eigenvals":
-                return dressed_eigvalsh(h, k)
-            w, v = dressed_eigh(h, k)
+                return eigvalsh_k(h, k, structure)
+            w, v = eigh_k(h, k, structure)
             if what == "eigensys":
                 return w, v
             return dressed_indices(v, self._threshold, self._ignore_low_overlap), w

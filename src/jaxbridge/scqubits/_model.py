@@ -11,10 +11,9 @@ import numpy as np
 import scipy.sparse as sparse
 
 from . import _errors
-from ._eigh import eigh_k, eigvalsh_k
+from ._eigen import SparseSolver, eigh_k, eigvalsh_k
 from ._noise import NoiseMethods
 from ._qubits import BUILDERS, FIXED_OPERATOR_NAMES, Spec
-from ._sparse import SparseSolver
 from ._terms import Terms, complex_of, fixed
 
 #: Above this dimension `method="auto"` uses the host sparse solver instead of dense `eigh`.

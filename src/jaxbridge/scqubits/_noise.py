@@ -22,7 +22,7 @@ import scipy.sparse as sparse
 
 from ._bessel import k0_sinh
 from ._channels import BUILDERS, T_DEFAULT, Channel, Part
-from ._eigpairs import eigpairs_k
+from ._eigen import eigh_k
 from ._terms import Fixed, Params, Spectral, Terms, complex_of
 
 ParamsArg = Mapping[str, Any] | None
@@ -752,7 +752,7 @@ class NoiseMethods:
 
         terms = self._spec.terms
         if self.dim <= DENSE_MAX_DIM:
-            return eigpairs_k(terms.dense(p), k)
+            return eigh_k(terms.dense(p), k)
         return self._sparse.eigensys(terms.flat_coefficients(p), k)  # pyright: ignore[reportAttributeAccessIssue]
 
     def _elements(self, terms: Terms) -> _Elements:

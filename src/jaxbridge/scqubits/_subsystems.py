@@ -18,8 +18,7 @@ import numpy as np
 import scipy.sparse as sparse
 
 from . import _hs_errors as _errors
-from ._eigh import eigh_k
-from ._solvers import is_tridiagonal, tridiagonal_eigh_k
+from ._eigen import eigh_k, is_tridiagonal
 from ._terms import Fixed, Params, Terms, cast_fixed, complex_of, fixed
 
 # A resolved operator: a function of the subsystem's params returning its matrix, and whether
@@ -120,7 +119,7 @@ class QubitPart(Part):
 
     def esys(self, p: Params, k: int) -> tuple[jax.Array, jax.Array | None]:
         h = self.terms.dense(p)
-        w, v = tridiagonal_eigh_k(h, k) if self.tridiagonal else eigh_k(h, k)
+        w, v = eigh_k(h, k, "tridiagonal" if self.tridiagonal else "general")
         return w, fix_phases(v)
 
     def named(self, name: str, where: str) -> Operator:

@@ -1,0 +1,355 @@
+"""Every eigensolver of `jaxbridge.scqubits`: LAPACK on the host, derivatives in JAX.
+
+No LAPACK runs inside XLA here. XLA's CPU LAPACK kernels (jaxlib 0.10.2) split a batch over
+XLA's thread pool and wait for it, so two batched solvers that XLA schedules side by side (two
+`jnp.linalg.solve` of `(8, 80, 80)` in one program, on a 2-thread pool) wait for each other
+forever. Each solver below is one `jaxbridge.host` call, a whole batch at once on the host
+(NumPy or SciPy, on the host's own threads), and its derivative is JAX code of the primal
+result, so every transformation works and every program finishes.
+
+`jnp.linalg.eigh` differentiates every eigenvector: its rule divides by `w_i - w_j` for all
+pairs, and two exactly equal levels anywhere in the truncated spectrum (the top of a
+transmon's charge basis at ng = 0.5) put `inf` into the tangent, which reverse mode turns into
+NaN gradients, even of the ground state energy. The rules here differentiate only what was
+asked for:
+
+- `eigvalsh_k`: the k lowest eigenvalues, `dw_i = <v_i|dH|v_i>` (Hellmann-Feynman), no gaps.
+- `eigh_k`: the k lowest eigenpairs, `dv_i = sum_j v_j <v_j|dH|v_i> / (w_i - w_j)` over j != i,
+  an N x k computation: only gaps between a requested level and another level appear.
+- `_eigh`: all eigenpairs, used inside the two rules so that their own derivatives (hessian,
+  jacfwd of grad) stay finite. Exactly equal pairs get a zero coefficient: the derivative of
+  each degenerate eigenspace's projector is then still exact.
+
+The primal of `eigh_k` and `eigvalsh_k` is the fastest host solver for the shape: LAPACK's
+tridiagonal subset solver for a real tridiagonal matrix (a transmon's charge basis), NumPy's
+batched `eigh` for small matrices (one loop in C for a whole batch), LAPACK's subset solver
+(`?syevr`, only the k lowest) otherwise. `SparseSolver` is the host sparse path (SciPy's
+shift-invert `eigsh`, Hellmann-Feynman derivatives) for models too large for dense matrices.
+"""
+
+from __future__ import annotations
+
+from functools import cache, partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import scipy.linalg
+import scipy.sparse.linalg as sparse_linalg
+
+from .. import _host
+from . import _errors
+from ._terms import Terms, complex_of
+
+#: Up to this dimension a composite's dressed spectrum comes from NumPy's batched `eigh` (whole
+#: spectrum, one loop in C for a whole batch), 3x faster than LAPACK's subset solver called once
+#: per matrix from Python for a hundred 20 x 20 matrices.
+SMALL = 160
+
+
+def _dagger(x: jax.Array) -> jax.Array:
+    return jnp.swapaxes(x, -1, -2).conj()
+
+
+def _real(dtype: Any) -> np.dtype:
+    return np.finfo(np.dtype(dtype)).dtype
+
+
+def _inverse_gaps(w_rows: jax.Array, w_cols: jax.Array) -> jax.Array:
+    """`F[..., j, i] = 1 / (w_cols[i] - w_rows[j])`, zero where the two are exactly equal."""
+    gap = w_cols[..., None, :] - w_rows[..., :, None]
+    zero = gap == 0
+    return jnp.where(zero, 0.0, 1.0 / jnp.where(zero, 1.0, gap))
+
+
+def _hermitian_part(dh: jax.Array) -> jax.Array:
+    return 0.5 * (dh + _dagger(dh))
+
+
+# -- the host solvers (NumPy in, NumPy out; one call for a whole batch)
+
+
+def _is_tridiagonal_matrix(m: np.ndarray) -> bool:
+    n = m.shape[0]
+    band = np.abs(np.subtract.outer(np.arange(n), np.arange(n))) <= 1
+    return bool(np.all(m[~band] == 0))
+
+
+def _tridiagonal_lowest(flat: np.ndarray, k: int, vectors: bool) -> tuple[np.ndarray, Any]:
+    """The k lowest eigenpairs of real symmetric tridiagonal matrices: LAPACK's `?stemr`.
+
+    `?stemr` directly: SciPy's `eigh_tridiagonal` costs twice as much per call in argument
+    checks, and a sweep makes one call per point.
+    """
+    count, n = flat.shape[0], flat.shape[-1]
+    w = np.empty((count, k), flat.dtype)
+    v = np.empty((count, n, k), flat.dtype) if vectors else None
+    stemr, stemr_lwork = scipy.linalg.lapack.get_lapack_funcs(
+        ("stemr", "stemr_lwork"), dtype=flat.dtype
+    )
+    off = np.zeros(n, flat.dtype)
+    lwork = liwork = None
+    for i, m in enumerate(flat):
+        d = np.ascontiguousarray(np.diagonal(m))
+        off[: n - 1] = np.diagonal(m, 1)
+        if lwork is None:
+            lwork, liwork, info = stemr_lwork(d, off, 3, 0.0, 0.0, 1, k, compute_v=vectors)
+            lwork, liwork = (int(lwork), int(liwork)) if info == 0 else (None, None)
+        info = 1
+        if lwork is not None:
+            _, wi, zi, info = stemr(d, off, 3, 0.0, 0.0, 1, k, compute_v=vectors,
+                                    lwork=lwork, liwork=liwork)  # fmt: skip
+        if info == 0:
+            w[i] = wi[:k]
+            if v is not None:
+                v[i] = zi[:, :k]
+        elif v is not None:  # SciPy's own path, which checks and reports
+            w[i], v[i] = scipy.linalg.eigh_tridiagonal(
+                d, off[: n - 1], select="i", select_range=(0, k - 1)
+            )
+        else:
+            w[i] = scipy.linalg.eigvalsh_tridiagonal(
+                d, off[: n - 1], select="i", select_range=(0, k - 1)
+            )
+    return w, v
+
+
+def _lowest(h: np.ndarray, k: int, vectors: bool, structure: str) -> Any:
+    """The k lowest eigenvalues (and eigenvectors) of each Hermitian matrix in `h`."""
+    flat = h.reshape(-1, *h.shape[-2:])
+    n = h.shape[-1]
+    if structure == "tridiagonal":
+        w, v = _tridiagonal_lowest(flat, k, vectors)
+    elif structure == "batched" or k >= n:
+        if vectors:
+            w, v = np.linalg.eigh(flat)
+            w, v = w[:, :k], v[:, :, :k]
+        else:
+            w, v = np.linalg.eigvalsh(flat)[:, :k], None
+    else:
+        w = np.empty((flat.shape[0], k), _real(h.dtype))
+        v = np.empty((flat.shape[0], n, k), h.dtype) if vectors else None
+        for i, m in enumerate(flat):
+            if not vectors and not np.iscomplexobj(m) and _is_tridiagonal_matrix(m):
+                w[i] = _tridiagonal_lowest(m[None], k, False)[0][0]
+                continue
+            out = scipy.linalg.eigh(m, eigvals_only=not vectors, subset_by_index=(0, k - 1),
+                                    driver="evr", check_finite=False)  # fmt: skip
+            if v is not None:
+                w[i], v[i] = out
+            else:
+                w[i] = out
+    w = w.reshape(*h.shape[:-2], k)
+    return (w, v.reshape(*h.shape[:-1], k)) if v is not None else w
+
+
+@cache
+def _solver(k: int | None, vectors: bool, structure: str) -> _host.Host:
+    """The host call for `_lowest(h, k, vectors, structure)`; `k=None`: the whole spectrum."""
+
+    def lowest(h: np.ndarray) -> Any:
+        return _lowest(h, h.shape[-1] if k is None else k, vectors, structure)
+
+    def result(h: jax.ShapeDtypeStruct) -> Any:
+        count = h.shape[-1] if k is None else k
+        w = jax.ShapeDtypeStruct((*h.shape[:-2], count), _real(h.dtype))
+        if not vectors:
+            return w
+        return w, jax.ShapeDtypeStruct((*h.shape[:-1], count), h.dtype)
+
+    return _host.host(lowest, result=result, vmap="vectorized")
+
+
+# -- the JAX functions and their derivatives
+
+
+@jax.custom_jvp
+def _eigh(h: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """All eigenpairs of the Hermitian `h` (`(..., N, N)`), on the host."""
+    w, v = _solver(None, True, "batched")(h)
+    return w, v
+
+
+@_eigh.defjvp
+def _eigh_jvp(primals, tangents):
+    (h,), (dh,) = primals, tangents
+    w, v = _eigh(h)
+    a = _dagger(v) @ _hermitian_part(dh) @ v
+    dw = jnp.real(jnp.diagonal(a, axis1=-2, axis2=-1))
+    f = _inverse_gaps(w, w).astype(a.dtype)
+    return (w, v), (dw, v @ (f * a))
+
+
+@partial(jax.custom_jvp, nondiff_argnums=(1, 2))
+def eigvalsh_k(h: jax.Array, k: int, structure: str = "general") -> jax.Array:
+    """The `k` lowest eigenvalues of the Hermitian `h` (`(..., N, N)` -> `(..., k)`).
+
+    Without derivatives they come from the host solver for `structure`: `"general"`, LAPACK's
+    subset solver (only the k levels, as scqubits), its tridiagonal one for a real tridiagonal
+    matrix; `"tridiagonal"`, the caller guarantees that structure; `"batched"`, NumPy's
+    batched `eigh` (small matrices, large batches). Derivatives: Hellmann-Feynman on the k
+    eigenvectors.
+    """
+    return _solver(k, False, structure)(h)
+
+
+@eigvalsh_k.defjvp
+def _eigvalsh_k_jvp(k, structure, primals, tangents):
+    (h,), (dh,) = primals, tangents
+    # Only the k eigenvectors: the subset solver at first order, `eigh_k`'s rule above it.
+    wk, vk = eigh_k(h, k, structure)
+    dw = jnp.real(jnp.sum(vk.conj() * (_hermitian_part(dh) @ vk), axis=-2))
+    return wk, dw
+
+
+@partial(jax.custom_jvp, nondiff_argnums=(1, 2))
+def eigh_k(h: jax.Array, k: int, structure: str = "general") -> tuple[jax.Array, jax.Array]:
+    """The `k` lowest eigenpairs of the Hermitian `h`: `(..., k)` and `(..., N, k)`.
+
+    Without derivatives they come from the host solver for `structure` (as `eigvalsh_k`); the
+    JVP needs every gap to a requested level and takes the whole spectrum from `_eigh`.
+    """
+    w, v = _solver(k, True, structure)(h)
+    return w, v
+
+
+@eigh_k.defjvp
+def _eigh_k_jvp(k, structure, primals, tangents):
+    (h,), (dh,) = primals, tangents
+    w, v = _eigh(h)
+    wk, vk = w[..., :k], v[..., :, :k]
+    a = _dagger(v) @ (_hermitian_part(dh) @ vk)  # (..., N, k): <v_j|dH|v_i>, i requested
+    dw = jnp.real(jnp.diagonal(a[..., :k, :], axis1=-2, axis2=-1))
+    f = _inverse_gaps(w, wk).astype(a.dtype)
+    return (wk, vk), (dw, v @ (f * a))
+
+
+def dressed_structure(n: int) -> str:
+    """The solver for a composite's dressed Hamiltonian of dimension `n`."""
+    return "batched" if n <= SMALL else "general"
+
+
+def is_tridiagonal(matrices: list[np.ndarray]) -> bool:
+    """Whether every matrix is real with nothing outside the three central diagonals."""
+    return all(not np.iscomplexobj(m) and _is_tridiagonal_matrix(m) for m in matrices)
+
+
+# -- the host sparse path
+
+
+def _lower_bound(h: Any) -> float:
+    """Gershgorin: no eigenvalue lies below `min_i (H_ii - sum_{j != i} |H_ij|)`."""
+    diagonal = np.real(h.diagonal())
+    radius = np.asarray(abs(h).sum(axis=1)).ravel() - np.abs(diagonal)
+    return float(np.min(diagonal - radius))
+
+
+def sparse_lowest(
+    terms: Terms, flat: np.ndarray, k: int, method: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """The `k` lowest eigenpairs of the sparse `H(c)`, ascending."""
+    h = terms.host_sparse(np.asarray(flat, dtype=np.float64))
+    # Shift-invert below the whole spectrum: the k largest 1/(w - sigma) are the k lowest w.
+    bound = _lower_bound(h)
+    sigma = bound - 1e-3 * (1.0 + abs(bound))
+    try:
+        w, v = sparse_linalg.eigsh(h.tocsc(), k=k, sigma=sigma, which="LM")
+    except (sparse_linalg.ArpackError, RuntimeError) as error:
+        why = f"{type(error).__name__}: {error}"
+        raise RuntimeError(
+            _errors.SPARSE_FAILED.format(method=method, k=k, dim=terms.dim, why=why)
+        ) from error
+    order = np.argsort(w)
+    return w[order], v[:, order]
+
+
+def _no_derivative(method: str, dim: int) -> Any:
+    mib = dim * dim * 16 // 2**20
+    return ValueError(_errors.SPARSE_DERIVATIVE.format(method=method, dim=dim, mib=mib))
+
+
+class SparseSolver:
+    """JAX functions of the coefficient vector `c` of `H = sum_k c_k O_k` that run SciPy's
+    sparse solver on the host. Eigenvalue derivatives: `E[i, k] = <v_i|O_k|v_i>`
+    (Hellmann-Feynman), computed there too; JAX carries `dc/dp` to the parameters."""
+
+    def __init__(self, terms: Terms) -> None:
+        self.terms = terms
+        self._calls: dict[tuple[str, int], Any] = {}
+
+    def _host(self, kind: str, k: int) -> Any:
+        key = (kind, k)
+        if key in self._calls:
+            return self._calls[key]
+        terms = self.terms
+        dtype_complex = terms.is_complex
+
+        if kind == "evals":
+
+            def fn(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                w, v = sparse_lowest(terms, flat, k, "eigenvals")
+                return w.astype(flat.dtype), terms.host_expectations(v).astype(flat.dtype)
+
+            def result(flat: Any) -> Any:
+                n = flat.shape[-1]
+                return (
+                    jax.ShapeDtypeStruct((k,), flat.dtype),
+                    jax.ShapeDtypeStruct((k, n), flat.dtype),
+                )
+
+        else:
+
+            def fn(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                w, v = sparse_lowest(terms, flat, k, "eigensys")
+                cdtype = np.result_type(flat.dtype, np.complex64)
+                return w.astype(flat.dtype), v.astype(cdtype if dtype_complex else flat.dtype)
+
+            def result(flat: Any) -> Any:
+                vdtype = complex_of(flat.dtype) if dtype_complex else flat.dtype
+                return (
+                    jax.ShapeDtypeStruct((k,), flat.dtype),
+                    jax.ShapeDtypeStruct((terms.dim, k), vdtype),
+                )
+
+        call = _host.host(fn, result=result)
+        self._calls[key] = call
+        return call
+
+    def eigenvals(self, flat: jax.Array, k: int) -> jax.Array:
+        call = self._host("evals", k)
+        dim = self.terms.dim
+
+        @jax.custom_jvp
+        def evals(c: jax.Array) -> jax.Array:
+            return call(c)[0]
+
+        @evals.defjvp
+        def _evals_jvp(primals, tangents):
+            (c,), (dc,) = primals, tangents
+            w, e = _hellmann_feynman(c)
+            return w, e @ dc
+
+        @jax.custom_jvp
+        def _hellmann_feynman(c: jax.Array) -> tuple[jax.Array, jax.Array]:
+            return call(c)
+
+        @_hellmann_feynman.defjvp
+        def _second_order(primals, tangents):
+            raise _no_derivative("eigenvals", dim)
+
+        return evals(flat)
+
+    def eigensys(self, flat: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
+        call = self._host("esys", k)
+        dim = self.terms.dim
+
+        @jax.custom_jvp
+        def esys(c: jax.Array) -> tuple[jax.Array, jax.Array]:
+            return call(c)
+
+        @esys.defjvp
+        def _esys_jvp(primals, tangents):
+            raise _no_derivative("eigensys", dim)
+
+        return esys(flat)
