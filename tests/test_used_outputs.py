@@ -189,8 +189,13 @@ def test_grad_uses_only_what_it_needs(rule):
         assert seen.flags[0] == {"sin": True, "cos": False, "sq": False}
         if rule == "jacobian":
             assert seen.flags == [seen.flags[0]]
+        seen.reset()
         jvp_out = jax.jit(lambda x, t: jax.jvp(lambda x: f(x)["sq"], (x,), (t,)))(x, x)
         np.testing.assert_allclose(jvp_out[1], 2 * x * x, rtol=1e-6)
+        # Forward mode: the primal call and (finite differences) the differenced points
+        # compute "sq" alone.
+        only_sq = {"sin": False, "cos": False, "sq": True}
+        assert seen.flags == [only_sq] * (1 if rule == "jacobian" else 2), seen.flags
 
 
 def test_grad_of_grad_through_scan_differentiates_a_restricted_call():
@@ -340,3 +345,26 @@ def test_a_wrong_used_output_is_still_checked():
     with pytest.raises(Exception) as e:
         jax.jit(lambda x: f(x)["b"])(jnp.ones(3)).block_until_ready()
     assert "returned a wrong array at `['b']`: expected f32[3], got f32[7]." in str(e.value)
+
+
+def test_a_jvp_vjp_pair_under_a_partly_used_result():
+    """The tangent is a linear call of the `jvp=` host function: restricted to the used
+    outputs too, and still transposed by `vjp=`."""
+
+    def jvp(x, t):
+        return np.cos(x) * t, 2 * x * t
+
+    def vjp(x, ct):
+        ct_sin, ct_sq = ct
+        return (np.cos(x) * ct_sin + 2 * x * ct_sq,)
+
+    f = jaxbridge.host(lambda x: (np.sin(x), x * x), jvp=jvp, vjp=vjp)
+    with jax.enable_x64(True):
+        x = jnp.linspace(0.1, 1.0, 4)
+        t = jnp.ones(4)
+        _, tangent = jax.jit(lambda x, t: jax.jvp(lambda x: f(x)[1], (x,), (t,)))(x, t)
+        np.testing.assert_allclose(tangent, 2 * x, rtol=1e-12)
+        grad = jax.jit(jax.grad(lambda x: jnp.sum(f(x)[0])))(x)
+        np.testing.assert_allclose(grad, jnp.cos(x), rtol=1e-12)
+        hvp = jax.jit(jax.jacfwd(lambda x: f(x)[0]))(x)
+        np.testing.assert_allclose(hvp, jnp.diag(jnp.cos(x)), rtol=1e-12)

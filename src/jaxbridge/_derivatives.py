@@ -390,20 +390,30 @@ class _FiniteDifferenceRule(_Rule):
         eps = float(jnp.finfo(dtype).eps)
         return self.fd.step if self.fd.step is not None else eps ** (1 / 3 if self.central else 0.5)
 
+    def _at(self, entry: AbstractSignature, primals: Any, index: list[int], p: Any) -> list[Any]:
+        """The call's outputs with the differentiated leaves set from the raveled point `p`."""
+        values, offset = list(primals), 0
+        for i in index:
+            shape = jnp.shape(primals[i])
+            size = int(np.prod(shape))
+            values[i] = p[offset : offset + size].reshape(shape).astype(values[i].dtype)
+            offset += size
+        return entry.traced(*values)
+
     def _evaluate(
         self, entry: AbstractSignature, primals: Any, index: list[int], points: Any, dtype: Any
-    ):
-        """All `points` (rows: the differentiated leaves, raveled) in one batched call."""
+    ) -> jax.Array:
+        """All `points` (rows: the differentiated leaves, raveled) in one batched call, the
+        outputs raveled into one row per point."""
+        at = lambda p: _ravel_out(entry, self._at(entry, primals, index, p), dtype)  # noqa: E731
+        return jax.vmap(at)(points)
 
-        def at(p):
-            values, offset = list(primals), 0
-            for i in index:
-                shape = jnp.shape(primals[i])
-                size = int(np.prod(shape))
-                values[i] = p[offset : offset + size].reshape(shape).astype(values[i].dtype)
-                offset += size
-            return _ravel_out(entry, entry.traced(*values), dtype)
-
+    def _evaluate_each(
+        self, entry: AbstractSignature, primals: Any, index: list[int], points: Any, dtype: Any
+    ) -> list[jax.Array]:
+        """As `_evaluate`, one array per output (leading axis: the points), so that an output
+        the program does not use stays dead code."""
+        at = lambda p: [o.astype(dtype) for o in self._at(entry, primals, index, p)]  # noqa: E731
         return jax.vmap(at)(points)
 
     def _unravel_out(self, entry: AbstractSignature, flat: Any) -> list[Any]:
@@ -425,14 +435,18 @@ class _FiniteDifferenceRule(_Rule):
         h = self._step(dtype) * jnp.maximum(jnp.max(jnp.abs(x)), 1.0)
         h = h / jnp.where(moving, t_size, 1.0)
         ht = ((x + h * t) - x) if self.central else (x + h * t) - x  # exactly representable
-        if self.central:
-            both = self._evaluate(entry, primals, index, jnp.stack([x + ht, x - ht]), dtype)
-            flat = (both[0] - both[1]) / (2 * h)
-        else:
-            both = self._evaluate(entry, primals, index, jnp.stack([x + ht, x]), dtype)
-            flat = (both[0] - both[1]) / h
-        flat = jnp.where(moving, flat, jnp.zeros_like(flat))
-        return self._unravel_out(entry, self._checked(flat))
+        points = jnp.stack([x + ht, x - ht] if self.central else [x + ht, x])
+        width = 2 * h if self.central else h
+        if self.fd.check_finite:  # the check reads every output: one raveled row
+            both = self._evaluate(entry, primals, index, points, dtype)
+            flat = jnp.where(moving, (both[0] - both[1]) / width, 0.0).astype(dtype)
+            return self._unravel_out(entry, self._checked(flat))
+        # Each output differenced apart, so one the program does not use stays dead code.
+        both = self._evaluate_each(entry, primals, index, points, dtype)
+        return [
+            jnp.where(moving, (b[0] - b[1]) / width, 0.0).astype(_tangent_dtype(a))
+            for b, a in zip(both, entry.call.spec.avals)
+        ]
 
     def transposed(self, entry: AbstractSignature, index: list[int], ops: Any) -> list[Any]:
         primals, cts = ops[: len(entry.call.in_avals)], ops[len(entry.call.in_avals) :]

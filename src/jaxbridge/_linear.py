@@ -9,12 +9,14 @@ them and the batched host call is still ONE call.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 from jax import core as jax_core
+from jax._src.interpreters import partial_eval as pe
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
@@ -186,3 +188,69 @@ def _host_linear_jvp_rule(primals, tangents, *, fwd, bwd, n_res, out_avals, lin_
 
 
 ad.primitive_jvps[host_linear_p] = _host_linear_jvp_rule
+
+
+# `(fwd, bwd)` restricted to some outputs, once per function and flags: parameters compare by
+# identity, so one restriction is one object however often dead-code elimination meets it.
+_restricted: weakref.WeakKeyDictionary[_Fn, dict[Any, tuple[_Fn, _Fn]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _restrict(
+    fwd: _Fn, bwd: _Fn, used: tuple[bool, ...], out_avals: tuple[Any, ...]
+) -> tuple[_Fn, _Fn]:
+    """`fwd` computing only the used outputs, and its transpose `bwd` taking only their
+    cotangents (zeros for the others)."""
+    found = _restricted.setdefault(fwd, {}).get((bwd, used))
+    if found is not None:
+        return found
+    fwd_fn, bwd_fn = fwd.fn, bwd.fn
+
+    def fwd_used(*ops):
+        assert fwd_fn is not None
+        # Traced and cut to the used outputs, so the host calls inside lose theirs too.
+        closed = jax.make_jaxpr(fwd_fn)(*ops)
+        jaxpr, _ = pe.dce_jaxpr(closed.jaxpr, list(used), instantiate=True)
+        return jax_core.eval_jaxpr(jaxpr, closed.consts, *ops)
+
+    def bwd_used(*ops):
+        assert bwd_fn is not None
+        n_res = len(ops) - sum(used)
+        given = iter(ops[n_res:])
+        cts = [next(given) if u else jnp.zeros(a.shape, a.dtype) for u, a in zip(used, out_avals)]
+        return bwd_fn(*ops[:n_res], *cts)
+
+    found = (
+        _Fn(fwd_used if fwd_fn is not None else None, fwd.missing),
+        _Fn(bwd_used if bwd_fn is not None else None, bwd.missing),
+    )
+    _restricted[fwd][(bwd, used)] = found
+    return found
+
+
+def _host_linear_dce_rule(used_outs, eqn):
+    """Unused outputs are dead code, inside `fwd` too (its host calls produce only the used
+    ones); every operand stays, as `bwd` may read any."""
+    n_in = len(eqn.invars)
+    if not any(used_outs):
+        return [False] * n_in, None
+    if all(used_outs):
+        return [True] * n_in, eqn
+    used = tuple(used_outs)
+    out_avals = eqn.params["out_avals"]
+    fwd, bwd = _restrict(eqn.params["fwd"], eqn.params["bwd"], used, out_avals)
+    params = dict(
+        eqn.params,
+        fwd=fwd,
+        bwd=bwd,
+        out_avals=tuple(a for a, u in zip(out_avals, used) if u),
+    )
+    outvars = [v for v, u in zip(eqn.outvars, used) if u]
+    new_eqn = pe.new_jaxpr_eqn(
+        eqn.invars, outvars, host_linear_p, params, eqn.effects, eqn.source_info, eqn.ctx
+    )
+    return [True] * n_in, new_eqn
+
+
+pe.dce_rules[host_linear_p] = _host_linear_dce_rule
