@@ -1,4 +1,4 @@
-# ruff: noqa: E402, B023 - the sys.path fix and thread limits precede imports; closures run in loops
+# ruff: noqa: E402, B023 - the thread limits precede imports; closures run in loops
 """jaxbridge.scqubits against scqubits itself: sweeps, gradients, dense against sparse.
 
 Both sides run with OPENBLAS_NUM_THREADS=1 (set before NumPy loads), in one process, calls
@@ -10,10 +10,15 @@ interleaved (medians). Rows:
   differences of scqubits' own sweeps (6 sweeps; target >= 15x).
 - Transmon (ncut 30) and `Circuit` (a fluxonium from YAML, harmonic basis) sweeps.
 - Dense `eigh` against the host sparse `eigsh` for growing dimension (a ZeroPi grid).
+- Compile times (trace and XLA compile, wall and CPU seconds) of the noise programs for a
+  fluxonium at cutoff 80: `jit(value_and_grad(t2_effective))` (target: <= 0.5 s), a
+  101-point `vmap` of it, and `eigenvals`; with the StableHLO size.
+- Noise at 101 flux points (Fluxonium 80): `t2_effective` against scqubits' own loop, and its
+  gradient with respect to (EJ, EC, EL) against central differences of that loop.
 - A composite sweep: Transmon (ncut 20, 4 levels) + Oscillator (5 levels), `g n (a + a^dag)`,
   101 EJ values, 10 levels, against `ParameterSweep` (target >= 10x), with the bare-labelled
   energies, and the gradient of chi against differences of six sweeps
-  (`--composite` runs only this table).
+  (`--composite` runs only this table; `--compile` only the compile and noise tables).
 
 `python benchmarks/scqubits_models.py --quick` is the short run (about a minute).
 """
@@ -24,31 +29,17 @@ os.environ["OPENBLAS_NUM_THREADS"] = "1"
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import sys
-
-# This file is named scqubits.py: keep its folder off the path so `import scqubits` finds it.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path = [p for p in sys.path if os.path.abspath(p or os.getcwd()) != _HERE]
-
 import time
 import warnings
 
 import jax
 
 jax.config.update("jax_enable_x64", True)
-# _util.py sits next to this file; load it by path (the folder is off sys.path, see above).
-import importlib.util
 
 import jax.numpy as jnp
 import numpy as np
 import scqubits as scq
-
-_spec = importlib.util.spec_from_file_location("_util", os.path.join(_HERE, "_util.py"))
-assert _spec and _spec.loader
-_util = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_util)
-QUICK, fmt_time, table, timeit, verdict = (
-    _util.QUICK, _util.fmt_time, _util.table, _util.timeit, _util.verdict
-)  # fmt: skip
+from _util import QUICK, fmt_time, table, timeit, verdict
 
 import jaxbridge.scqubits as jbq
 
@@ -246,8 +237,110 @@ def composite_rows():
     ]  # fmt: skip
 
 
+def _compile_times(fn, *args):
+    """(trace s, compile s, trace CPU s, compile CPU s, StableHLO kB) of `jax.jit(fn)`."""
+    w0, c0 = time.perf_counter(), time.process_time()
+    lowered = jax.jit(fn).lower(*args)
+    w1, c1 = time.perf_counter(), time.process_time()
+    lowered.compile()
+    w2, c2 = time.perf_counter(), time.process_time()
+    return w1 - w0, w2 - w1, c1 - c0, c2 - c1, len(lowered.as_text()) / 1e3
+
+
+def compile_rows():
+    # A fresh model and fresh functions per row: nothing traced before is reused.
+    def fluxonium():
+        qubit = scq.Fluxonium(EJ=3.0, EC=1.5, EL=1.5, flux=0.5, cutoff=80)
+        return jbq.model(qubit)
+
+    p = {"EJ": 3.0, "EC": 1.5, "EL": 1.5}
+    flux = jnp.linspace(0.3, 0.7, POINTS)
+    cases = [
+        ("Fluxonium 80: value_and_grad(t2_effective)", 0.5,
+         lambda m: (jax.value_and_grad(lambda p: m.t2_effective(params=p)), p)),
+        ("Fluxonium 80: vmap(grad(t2_effective)), 101 fluxes", None,
+         lambda m: (jax.vmap(jax.grad(lambda f: m.t2_effective(params={"flux": f}))), flux)),
+        ("Fluxonium 80: t2_effective", None, lambda m: (lambda p: m.t2_effective(params=p), p)),
+        ("Fluxonium 80: eigenvals(evals_count=3)", None,
+         lambda m: (lambda p: m.eigenvals(p, evals_count=3), p)),
+    ]  # fmt: skip
+    rows = []
+    for label, target, make in cases:
+        fn, arg = make(fluxonium())
+        trace, comp, trace_cpu, comp_cpu, kb = _compile_times(fn, arg)
+        total = trace + comp
+        goal = verdict(total, target, lower_is_better=True) if target else ""
+        rows.append((label, f"{trace:.2f} s", f"{comp:.2f} s", f"{total:.2f} s",
+                     f"{trace_cpu + comp_cpu:.2f} s", f"{kb:.0f} kB", goal))  # fmt: skip
+    return rows
+
+
+def noise_rows():
+    qubit = scq.Fluxonium(EJ=3.0, EC=1.5, EL=1.5, flux=0.5, cutoff=80)
+    m = jbq.model(qubit)
+    names = ("EJ", "EC", "EL")
+    flux = np.linspace(0.3, 0.7, 21 if QUICK else POINTS)
+    x = jnp.asarray(flux)
+    p0 = jnp.asarray([qubit.EJ, qubit.EC, qubit.EL])
+
+    def t2(p, f):
+        return m.t2_effective(params={**dict(zip(names, p)), "flux": f})
+
+    values = jax.jit(jax.vmap(t2, in_axes=(None, 0)))
+    grads = jax.jit(jax.vmap(jax.grad(t2), in_axes=(None, 0)))
+
+    def loop():
+        out = []
+        for f in flux:
+            qubit.flux = f
+            out.append(qubit.t2_effective())
+        qubit.flux = 0.5
+        return np.asarray(out)
+
+    step = 1e-5
+
+    def differences():
+        out = []
+        for name in names:
+            base = getattr(qubit, name)
+            f = []
+            for sign in (1, -1):
+                setattr(qubit, name, base + sign * step)
+                f.append(loop())
+            setattr(qubit, name, base)
+            out.append((f[0] - f[1]) / (2 * step))
+        return np.stack(out, axis=1)
+
+    rows = []
+    for label, ours, theirs, rel in [
+        (f"Fluxonium 80: t2_effective at {flux.size} fluxes", values, loop, False),
+        (f"Fluxonium 80: grad t2_effective wrt (EJ, EC, EL), {flux.size} fluxes", grads,
+         differences, True),
+    ]:  # fmt: skip
+        start = time.perf_counter()
+        got = np.asarray(jax.block_until_ready(ours(p0, x)))
+        compile_s = time.perf_counter() - start
+        want = theirs()
+        # values: the largest relative error; gradients: against the largest component (the
+        # differences' own error, step 1e-5, dominates)
+        err = np.abs(got - want).max() / np.abs(want).max() if rel else np.abs(got / want - 1).max()
+        t_ours = timeit(lambda: ours(p0, x), number=1, repeat=REPEAT)
+        t_theirs = timeit(theirs, number=1, repeat=1 if rel else REPEAT)
+        rows.append((label, fmt_time(t_theirs), fmt_time(t_ours), f"{t_theirs / t_ours:.1f}x",
+                     f"{compile_s:.2f} s", f"{err:.1e} rel"))  # fmt: skip
+    return rows
+
+
 def main():
     header = ("case", "scqubits", "jaxbridge", "speed-up", "compile", "max |diff|", "target")
+    if "--compile" in sys.argv:  # only the compile and noise tables
+        head = ("program", "trace", "compile", "trace + compile", "CPU", "StableHLO", "target")
+        print(
+            table("Compile times (jit, first call's tracing and XLA compile)", compile_rows(), head)
+        )
+        head = ("case", "scqubits", "jaxbridge", "speed-up", "compile", "max |diff|")
+        print(table("Noise channels against scqubits (OPENBLAS_NUM_THREADS=1)", noise_rows(), head))
+        return
     if "--composite" in sys.argv:  # only the composite table
         title = "HilbertSpace sweeps against ParameterSweep (OPENBLAS_NUM_THREADS=1, interleaved)"
         print(table(title, composite_rows(), header))
@@ -271,6 +364,10 @@ def main():
     label = f"Circuit (harmonic 60): {few.size} flux points"
     rows.append(sweep_rows(label, circuit, "Φ1", few, 6))
     print(table("jaxbridge.scqubits against scqubits (OPENBLAS_NUM_THREADS=1)", rows, header))
+    head = ("program", "trace", "compile", "trace + compile", "CPU", "StableHLO", "target")
+    print(table("Compile times (jit, first call's tracing and XLA compile)", compile_rows(), head))
+    head = ("case", "scqubits", "jaxbridge", "speed-up", "compile", "max |diff|")
+    print(table("Noise channels against scqubits (OPENBLAS_NUM_THREADS=1)", noise_rows(), head))
     sizes = [10, 20, 30] if QUICK else [10, 20, 30, 60, 120]
     head = ("case", "dense", "sparse", "scqubits eigsh", "dense/sparse", "max |diff|")
     title = "Dense eigh against host sparse eigsh (6 levels, one point, jit)"

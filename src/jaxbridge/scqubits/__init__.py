@@ -13,6 +13,8 @@ except ImportError as _error:  # pragma: no cover - exercised in a subprocess te
 
     raise ImportError(_NEEDS_SCQUBITS) from _error
 
+from ._dispatch import model as model
+from ._hierarchy import HierarchicalModel as HierarchicalModel
+from ._hilbertspace import HilbertSpaceModel as HilbertSpaceModel
 from ._model import DENSE_MAX_DIM as DENSE_MAX_DIM
 from ._model import Model as Model
-from ._model import model as model

@@ -17,11 +17,11 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.sparse as sparse
 
+from ._densities import T_DEFAULT
 from ._qubits import _dense, _kron, _ladder
 from ._terms import Params, Terms, fixed, spectral
 
 A_FLUX, A_NG, A_CC = 1e-6, 1e-4, 1e-7  # scqubits' NOISE_PARAMS (checked by a test)
-T_DEFAULT = 0.015
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

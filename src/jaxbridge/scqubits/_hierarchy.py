@@ -13,7 +13,6 @@ there, in the leaf's own basis, before being taken up the hierarchy (as scqubits
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any
 
@@ -22,8 +21,10 @@ import jax.numpy as jnp
 import sympy
 
 from . import _hs_errors as _errors
+from ._circuit import circuit
 from ._composite import Composite, Factor, ProductTerm
 from ._eigen import dressed_structure, eigh_k, eigvalsh_k
+from ._model import Model
 from ._subsystems import Operator, Part, QubitPart, fix_phases
 from ._terms import Params, complex_of
 
@@ -49,9 +50,6 @@ class _LeafPart(QubitPart):
     """A plain `Subsystem` of a hierarchical Circuit, through `circuit(child=True)`."""
 
     def __init__(self, sub: Any) -> None:
-        from ._circuit import circuit
-        from ._model import Model
-
         if sub.is_purely_harmonic and len(sub.var_categories["extended"]) > 1:
             raise ValueError(_errors.HD_NORMAL_MODES.format(indices=list(sub.dynamic_var_indices)))
         spec = circuit(sub, child=True)
@@ -270,10 +268,3 @@ class HierarchicalModel:
         """
         k = self._count(evals_count, "eigensys")
         return self._compiled(self._values(params, "eigensys"), what="eigensys", k=k)
-
-
-def hierarchical(circ: Any) -> HierarchicalModel:
-    """The model of a Circuit with `system_hierarchy`."""
-    if math.prod(int(s.truncated_dim) for s in circ.subsystems) < 1:  # pragma: no cover
-        raise ValueError("empty hierarchy")
-    return HierarchicalModel(circ)

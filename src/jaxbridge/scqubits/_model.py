@@ -13,7 +13,7 @@ import scipy.sparse as sparse
 from . import _errors
 from ._eigen import SparseSolver, eigh_k, eigvalsh_k
 from ._noise import NoiseMethods
-from ._qubits import BUILDERS, FIXED_OPERATOR_NAMES, Spec
+from ._qubits import FIXED_OPERATOR_NAMES, Spec
 from ._terms import Terms, complex_of, fixed
 
 #: Above this dimension `method="auto"` uses the host sparse solver instead of dense `eigh`.
@@ -325,58 +325,3 @@ def _constant(matrix: Any, dim: int) -> Terms:
     if m.shape != (dim, dim):
         raise ValueError(_errors.OPERATOR_SHAPE.format(dim=dim, got=m.shape))
     return Terms([fixed(m)], lambda p: [jnp.ones(())])
-
-
-def _is_a(obj: Any, name: str) -> bool:
-    return any(
-        c.__module__.startswith("scqubits") and c.__name__ == name for c in type(obj).__mro__
-    )
-
-
-def model(obj: Any) -> Any:
-    """JAX functions of a scqubits qubit's parameters: one line instead of a bridge.
-
-    Args:
-        obj: a `scqubits.Transmon`, `TunableTransmon`, `Fluxonium`, `FluxQubit`, `ZeroPi`,
-            `Cos2PhiQubit` or `Circuit` (any `ext_basis`; with `system_hierarchy` too), or a
-            `HilbertSpace` of those and `Oscillator`, `KerrOscillator`, `GenericQubit`.
-
-    Returns:
-        A `Model`: `hamiltonian`, `eigenvals`, `eigensys`, `matrixelements` and
-        `d_hamiltonian` as JAX functions of `params`, starting from `model.params`. For a
-        `HilbertSpace`, a `HilbertSpaceModel` (dressed spectrum, bare labels, bare spectra); for
-        a hierarchical `Circuit`, a `HierarchicalModel` (`hamiltonian`, `eigenvals`,
-        `eigensys`).
-
-    Raises:
-        TypeError: `obj` is not one of the supported classes.
-
-    Example:
-        >>> import jax, scqubits, jaxbridge.scqubits as jbq
-        >>> jax.config.update("jax_enable_x64", True)
-        >>> qubit = scqubits.Fluxonium(EJ=8.9, EC=2.5, EL=0.5, flux=0.5, cutoff=40)
-        >>> m = jbq.model(qubit)
-        >>> sorted(m.params)
-        ['EC', 'EJ', 'EL', 'flux']
-        >>> bool(abs(m.eigenvals(evals_count=3) - qubit.eigenvals(3)).max() < 1e-9)
-        True
-        >>> jax.config.update("jax_enable_x64", False)
-    """
-    kind = type(obj).__name__
-    if _is_a(obj, "HilbertSpace"):
-        from ._hilbertspace import HilbertSpaceModel
-
-        return HilbertSpaceModel(obj)
-    if _is_a(obj, "Circuit") and getattr(obj, "hierarchical_diagonalization", False):
-        from ._hierarchy import HierarchicalModel
-
-        return HierarchicalModel(obj)
-    for cls in type(obj).__mro__:
-        if cls.__module__.startswith("scqubits") and cls.__name__ in BUILDERS:
-            return Model(obj, BUILDERS[cls.__name__](obj))
-        if cls.__module__.startswith("scqubits") and cls.__name__ == "Circuit":
-            from ._circuit import circuit
-
-            return Model(obj, circuit(obj))
-    supported = ", ".join(f"`{n}`" for n in [*BUILDERS, "Circuit", "HilbertSpace"])
-    raise TypeError(_errors.UNSUPPORTED.format(got=kind, supported=supported))

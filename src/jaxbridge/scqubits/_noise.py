@@ -2,7 +2,7 @@
 
 `NoiseMethods` is a base class of `Model`. Its methods have scqubits' names, arguments and
 defaults (scqubits 4.3.1, `scqubits/core/noise.py` and the classes' overrides) plus `params`;
-each rate is scqubits' formula written in JAX, of the eigenpairs (`_eigpairs.eigpairs_k`), the
+each rate is scqubits' formula written in JAX, of the eigenpairs (`_eigen.eigh_k`), the
 operators' matrix elements (`_channels`) and the spectral densities below, so every JAX
 transformation applies.
 """
@@ -10,26 +10,20 @@ transformation applies.
 from __future__ import annotations
 
 import inspect
-import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import scipy.constants as const
 import scipy.sparse as sparse
 
-from ._bessel import k0_sinh
-from ._channels import BUILDERS, T_DEFAULT, Channel, Part
+from ._channels import BUILDERS, Channel
+from ._densities import OMEGA_LOW, T_DEFAULT, T_EXP, density, units
 from ._eigen import eigh_k
 from ._terms import Fixed, Params, Spectral, Terms, complex_of
 
 ParamsArg = Mapping[str, Any] | None
-
-HBAR, KB, E_CHARGE, PLANCK = const.hbar, const.k, const.e, const.h
-R_K = PLANCK / E_CHARGE**2  # scqubits' CONSTANTS["R_k"]
-OMEGA_LOW, T_EXP = 1e-9 * 2 * np.pi, 1e4  # scqubits' NOISE_PARAMS for 1/f noise
 
 NOT_SUPPORTED = (
     "Noise channel '{name}' is not supported in this system (`{kind}`: scqubits' "
@@ -42,96 +36,6 @@ BAD_CHANNELS = (
 )
 BAD_LEVELS = "Level indices 'i' and 'j' must be different, and i,j>=0; got i={i!r}, j={j!r}."
 UNEXPECTED = "`{method}()` got an unexpected keyword argument {name!r}; it takes {known}."
-
-
-def _units() -> float:
-    from scqubits.core import units
-
-    return float(units.to_standard_units(1.0))
-
-
-def _therm(omega: Any, temperature: Any, factor: float) -> Any:
-    """scqubits' `calc_therm_ratio`: hbar omega / (k_B T), omega in system units."""
-    return HBAR * omega * factor / (KB * temperature)
-
-
-def _coth_sigmoid(x: Any, absolute: bool) -> Any:
-    """`1 / tanh(x / 2) / (1 + exp(-x))`, as scqubits writes it (`|x|` in the tanh if asked)."""
-    return jax.nn.sigmoid(x) / jnp.tanh(0.5 * (jnp.abs(x) if absolute else x))
-
-
-def _call_or_value(value: Any, *args: Any) -> Any:
-    return value(*args) if callable(value) else value
-
-
-def _density(part: Part, omega: Any, o: Mapping[str, Any], p: Params, factor: float) -> Any:
-    """The spectral density `S(omega)` of `part`, scqubits' formula for its channel."""
-    t_user = o["T"]
-    t = T_DEFAULT if part.fixed_t else t_user
-    x = _therm(omega, t, factor)
-    kind = part.density
-    if kind in ("capacitive", "inductive"):
-        branch = o.get("branch_params")
-        assert part.energy is not None
-        energy = branch if branch is not None and not _is_falsy(branch) else part.energy(p)
-        q = o["Q_cap" if kind == "capacitive" else "Q_ind"]
-        if q is None:
-            q = _q_cap(omega, factor) if kind == "capacitive" else _q_ind(omega, t_user, factor)
-        elif callable(q):
-            q = q(omega) if part.q_one_arg else q(omega, t_user)
-        scale = 16.0 if kind == "capacitive" else 2.0
-        return scale * energy / q * _coth_sigmoid(x, True) * 2 * np.pi
-    if kind == "charge_impedance":
-        q_c = R_K / (8 * np.pi * jnp.real(jnp.asarray(_call_or_value(o["Z"], omega))))
-        return 2 * omega / q_c * _coth_sigmoid(x, False)
-    if kind == "flux_bias_line":
-        z = jnp.real(jnp.asarray(_call_or_value(o["Z"], omega)))
-        s = 2 * (2 * np.pi) ** 2 * o["M"] ** 2 * omega * HBAR / z * _coth_sigmoid(x, False)
-        return s * factor**2
-    if kind == "quasiparticle_tunneling":
-        y = o["Y_qp"]
-        if y is None:
-            assert part.energy is not None
-            y = _y_qp(omega, t, o["x_qp"], o["Delta"], part.energy(p), factor)
-        elif callable(y):
-            y = y(omega, t)
-        re_y = jnp.real(jnp.asarray(y))
-        return 2 * HBAR * omega / E_CHARGE**2 * re_y * _coth_sigmoid(x, False)
-    raise AssertionError(kind)
-
-
-def _is_falsy(value: Any) -> bool:
-    """scqubits tests `branch_params` for truth: 0 falls back to EC/EL (a tracer is kept)."""
-    return isinstance(value, int | float) and value == 0
-
-
-def _q_cap(omega: Any, factor: float) -> Any:
-    """scqubits' default `Q_cap` (Smith et al. 2020)."""
-    return 1e6 * (2 * np.pi * 6e9 / jnp.abs(omega * factor)) ** 0.7
-
-
-def _q_ind(omega: Any, t: Any, factor: float) -> Any:
-    """scqubits' default `Q_ind` (Smith et al. 2020), `K_0(x/2) sinh(x/2)` without overflow."""
-    x = jnp.abs(_therm(omega, t, 1.0) * factor)
-    x500 = HBAR * 2 * np.pi * 500e6 / (KB * t)
-    return 500e6 * k0_sinh(0.5 * x500) / k0_sinh(0.5 * x)
-
-
-def _y_qp(omega: Any, t: Any, x_qp: Any, delta: Any, ej: Any, factor: float) -> Any:
-    """scqubits' default `Y_qp` (Eq. S23 of Smith et al. 2020); symmetric in omega."""
-    omega = jnp.abs(omega)
-    delta_hz = delta * E_CHARGE / PLANCK
-    omega_hz = omega * factor / (2 * np.pi)
-    x = _therm(omega, t, factor)
-    return (
-        math.sqrt(2 / np.pi)
-        * (8 / R_K)
-        * (ej * factor / delta_hz)
-        * (2 * delta_hz / omega_hz) ** 1.5
-        * x_qp
-        * jnp.sqrt(0.5 * x)
-        * k0_sinh(0.5 * x)
-    )
 
 
 class _Elements:
@@ -152,8 +56,12 @@ class _Elements:
                 assert isinstance(op, Spectral)
                 self.parts.append(("spectral", op))
 
-    def __call__(self, p: Params, v: jax.Array) -> jax.Array:
-        """`v^H O(p) v` for the columns of `v` (`(N, m)` -> `(m, m)`)."""
+    def __call__(self, p: Params, v: jax.Array, memo: dict, levels: Any) -> jax.Array:
+        """`v^H O(p) v` for the columns of `v` (`(N, m)` -> `(m, m)`).
+
+        `memo` keeps each `Spectral` factor's projection of `v` (keyed by the factor and
+        `levels`, what `v` holds) for the other operators of the same program.
+        """
         cs = [jnp.asarray(c) for c in self.terms.coefficients(p)]
         complex_ = self.terms.is_complex or jnp.iscomplexobj(v) or any(map(jnp.iscomplexobj, cs))
         dtype = complex_of(v.dtype) if complex_ else v.dtype
@@ -170,13 +78,17 @@ class _Elements:
             else:
                 op = data
                 dl, d, dr = op.left.shape[0], op.vectors.shape[0], op.right.shape[0]
-                t = jnp.einsum("dm,adrk->amrk", jnp.asarray(op.vectors, dtype).conj(),
-                               v.reshape(dl, d, dr, -1))  # fmt: skip
-                u = t
-                if dl > 1:
-                    u = jnp.einsum("ab,bmrk->amrk", jnp.asarray(op.left, dtype), u)
-                if dr > 1:
-                    u = jnp.einsum("rq,amqk->amrk", jnp.asarray(op.right, dtype), u)
+                key = (id(op.vectors), id(op.left), id(op.right), levels, dtype)
+                if key not in memo:
+                    t = jnp.einsum("dm,adrk->amrk", jnp.asarray(op.vectors, dtype).conj(),
+                                   v.reshape(dl, d, dr, -1))  # fmt: skip
+                    u = t
+                    if dl > 1:
+                        u = jnp.einsum("ab,bmrk->amrk", jnp.asarray(op.left, dtype), u)
+                    if dr > 1:
+                        u = jnp.einsum("rq,amqk->amrk", jnp.asarray(op.right, dtype), u)
+                    memo[key] = (t, u)
+                t, u = memo[key]
                 out = out + jnp.einsum("amri,m,amrj->ij", t.conj(), c, u)
         return out
 
@@ -684,6 +596,7 @@ class NoiseMethods:
         Example:
             >>> import jax, scqubits, jaxbridge.scqubits as jbq
             >>> jax.config.update("jax_enable_x64", True)
+            >>> scqubits.settings.T1_DEFAULT_WARNING = False  # scqubits' notice on `total`
             >>> qubit = scqubits.Fluxonium(EJ=8.9, EC=2.5, EL=0.5, flux=0.4, cutoff=40)
             >>> m = jbq.model(qubit)
             >>> t2 = lambda flux: m.t2_effective(params={"flux": flux})
@@ -719,10 +632,10 @@ class NoiseMethods:
         )
         dynamic = [{key: v for key, v in o.items() if not _is_static(v)} for _, _, o in plan]
         values = self._values(params, method)  # pyright: ignore[reportAttributeAccessIssue]
-        key = (static, k, bool(get_rate), _units(), esys is None)
+        key = (static, k, bool(get_rate), units(), esys is None)
         cache = self.__dict__["_noise_jit"]
         if key not in cache:
-            program = self._program(static, k, bool(get_rate), _units())
+            program = self._program(static, k, bool(get_rate), units())
             cache[key] = (program, jax.jit(program))
         program, compiled = cache[key]
         return compiled(values, dynamic, esys)
@@ -738,9 +651,10 @@ class NoiseMethods:
             def one(p: dict[str, jax.Array], es: Any) -> jax.Array:
                 w, v = self._noise_eigensys(p, k) if es is None else es
                 rate = jnp.zeros((), w.dtype)
+                memo: dict = {}
                 for (name, scale, items), dyn in zip(static, dynamic):
                     o = {**dict(items), **dyn}
-                    rate = rate + scale * self._rate(name, p, w, v, o, factor)
+                    rate = rate + scale * self._rate(name, p, w, v, o, factor, memo)
                 return rate if get_rate else _time(rate)
 
             return _map_with(one, values, esys)
@@ -748,10 +662,8 @@ class NoiseMethods:
         return run
 
     def _noise_eigensys(self, p: dict[str, jax.Array], k: int) -> tuple[jax.Array, jax.Array]:
-        from ._model import DENSE_MAX_DIM
-
         terms = self._spec.terms
-        if self.dim <= DENSE_MAX_DIM:
+        if self._method("auto", "noise") == "dense":  # pyright: ignore[reportAttributeAccessIssue] - Model's
             return eigh_k(terms.dense(p), k)
         return self._sparse.eigensys(terms.flat_coefficients(p), k)  # pyright: ignore[reportAttributeAccessIssue]
 
@@ -761,18 +673,29 @@ class NoiseMethods:
             cache[terms] = _Elements(terms)
         return cache[terms]
 
-    def _rate(self, name: str, p: Params, w: jax.Array, v: jax.Array, o: dict, factor: float):
+    def _rate(
+        self, name: str, p: Params, w: jax.Array, v: jax.Array, o: dict, factor: float, memo: dict
+    ) -> jax.Array:
         channel = self._channel(name)
         if channel.kind == "rates":
             return sum(
-                (self._rate(m, p, w, v, {**o, **mo}, factor) for m, mo in channel.members),
+                (self._rate(m, p, w, v, {**o, **mo}, factor, memo) for m, mo in channel.members),
                 start=jnp.zeros((), w.dtype),
             )
         i, j = _levels(o)
-        pair = jnp.stack([v[:, i], v[:, j]], axis=1)
+
+        def elements(op: Terms) -> jax.Array:
+            # Channels share operators (Fluxonium's d_hamiltonian_d_flux serves tphi and the
+            # flux-bias line) and their Spectral factors: each is computed once a program.
+            key = (id(op), i, j)
+            if key not in memo:
+                pair = jnp.stack([v[:, i], v[:, j]], axis=1)
+                memo[key] = self._elements(op)(p, pair, memo, (i, j))
+            return memo[key]
+
         if channel.kind == "tphi":
             assert channel.operator is not None
-            m = self._elements(channel.operator)(p, pair)
+            m = elements(channel.operator)
             shift = jnp.real(m[0, 0] - m[1, 1])
             low, t_exp = o.get("omega_low", OMEGA_LOW), o.get("t_exp", T_EXP)
             scale = jnp.sqrt(2 * jnp.abs(jnp.log(jnp.asarray(low) * t_exp)))
@@ -782,10 +705,10 @@ class NoiseMethods:
         override = o.get("noise_op") or o.get("noise_op_method")
         for part in channel.parts:
             op = override if override is not None else part.operator
-            m = self._elements(op)(p, pair)
-            s = _density(part, omega, o, p, factor)
-            if o["total"]:
-                s = s + _density(part, -omega, o, p, factor)
+            m = elements(op)
+            s = density(
+                part.density, omega, o, p, factor, part.energy, part.fixed_t, part.q_one_arg
+            )
             rate = rate + jnp.abs(m[0, 1]) ** 2 * s
         return rate
 

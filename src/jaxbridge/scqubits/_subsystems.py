@@ -19,6 +19,8 @@ import scipy.sparse as sparse
 
 from . import _hs_errors as _errors
 from ._eigen import eigh_k, is_tridiagonal
+from ._model import Model
+from ._specs import spec_of
 from ._terms import Fixed, Params, Terms, cast_fixed, complex_of, fixed
 
 # A resolved operator: a function of the subsystem's params returning its matrix, and whether
@@ -200,12 +202,9 @@ def part(obj: Any) -> Part:
         return GenericQubitPart(obj)
     if getattr(obj, "hierarchical_diagonalization", False):
         raise ValueError(_errors.HS_HD_SUBSYSTEM.format(id_str=obj.id_str))
-    from ._model import model
-
-    try:
-        m = model(obj)
-    except TypeError as error:
+    spec = spec_of(obj)
+    if spec is None:
         raise TypeError(
             _errors.HS_SUBSYSTEM.format(id_str=getattr(obj, "id_str", "?"), got=type(obj).__name__)
-        ) from error
-    return QubitPart(obj, m)
+        )
+    return QubitPart(obj, Model(obj, spec))
