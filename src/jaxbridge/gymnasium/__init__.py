@@ -18,6 +18,6 @@ from ._make import make as make
 from ._register import MujocoJaxEnv as MujocoJaxEnv
 from ._register import MujocoVectorEnv as MujocoVectorEnv
 from ._register import register as _register
-from ._tasks import EnvState as EnvState
+from ._task import EnvState as EnvState
 
 _register()

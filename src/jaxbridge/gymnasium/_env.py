@@ -9,6 +9,7 @@ here but through `jaxbridge.mujoco`.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import jax
@@ -21,7 +22,7 @@ from jaxbridge.mujoco import DataCalls
 from jaxbridge.mujoco._fields import PHYSICS
 from jaxbridge.mujoco._model import mj
 
-from ._tasks import EnvState, Task
+from ._task import EnvState, Params, Task
 
 __all__ = ["MujocoFuncEnv"]
 
@@ -62,16 +63,19 @@ class MujocoFuncEnv(FuncEnv):
         env_id: str,
         model: Any,
         task_type: type[Task],
-        kwargs: dict[str, Any],
+        params: Params,
         max_episode_steps: int,
+        kwargs: dict[str, Any] | None = None,
     ):
         self.env_id = env_id
         self.model = model
-        self.frame_skip = int(kwargs["frame_skip"])
+        self.params = params
+        self.frame_skip = int(params.frame_skip)
         self.dt = float(model.opt.timestep) * self.frame_skip
-        self.kwargs = dict(kwargs)
+        # every keyword `make` was given or defaulted, rendering ones included
+        self.kwargs = dict(kwargs) if kwargs is not None else dataclasses.asdict(params)
         self.max_episode_steps = int(max_episode_steps)
-        self.task = task_type(model, self.kwargs, self.dt)
+        self.task = task_type(model, params, self.dt)
         self.fields = tuple(self.task.fields)
         self.calls = DataCalls(model)
         # One field call a step: gymnasium's `do_simulation` (`mj_step` `frame_skip` times,
@@ -87,9 +91,33 @@ class MujocoFuncEnv(FuncEnv):
         self._shapes = dict(zip(self.fields, self.step_calls.steps.out_shapes[2:]))
         bounds = np.array(model.actuator_ctrlrange, dtype=np.float32)
         self.action_space = spaces.Box(low=bounds[:, 0], high=bounds[:, 1], dtype=np.float32)
-        n = self.task.obs_size()
-        self.observation_space = spaces.Box(-np.inf, np.inf, shape=(n,), dtype=np.float64)
+        # The observation's size is what the task's own code gives: traced, not run.
+        obs = jax.eval_shape(lambda key: self.observation(self.initial(key)), jax.random.key(0))
+        self.observation_space = spaces.Box(-np.inf, np.inf, shape=obs.shape, dtype=np.float64)
         super().__init__()
+
+    def get_default_params(self, **kwargs: Any) -> Params:
+        """The params this environment was made with (`FuncEnv`'s `default_params`)."""
+        del kwargs
+        return self.params
+
+    def _params(self, params: Params | None) -> Params:
+        """`params`, or the environment's where None; refuses params of another model."""
+        if params is None:
+            return self.params
+        if type(params) is not type(self.params):
+            raise TypeError(
+                f"`{self!r}`: params must be a {type(self.params).__name__}; got "
+                f"{type(params).__name__}."
+            )
+        if (params.xml_file, params.frame_skip) != (self.params.xml_file, self.frame_skip):
+            raise ValueError(
+                f"`{self!r}`: params with xml_file={params.xml_file!r} and frame_skip="
+                f"{params.frame_skip} describe another model or step than this environment's "
+                f"({self.params.xml_file!r}, {self.frame_skip}); make one with "
+                f"`jaxbridge.gymnasium.make({self.env_id!r}, xml_file=..., frame_skip=...)`."
+            )
+        return params
 
     def __repr__(self) -> str:
         return f"jaxbridge.gymnasium.make({self.env_id!r})"
@@ -174,50 +202,59 @@ class MujocoFuncEnv(FuncEnv):
 
     # -- FuncEnv ------------------------------------------------------------------------
 
-    def initial(self, rng: Any, params: Any = None) -> EnvState:
+    def initial(self, rng: Any, params: Params | None = None) -> EnvState:
         """A state from gymnasium's reset distribution (`reset_model`) for key `rng`."""
-        del params
         dtype = jnp.zeros(()).dtype  # float64 with x64
-        qpos, qvel = self.task.sample(rng, dtype)
+        qpos, qvel = self.task.sample(rng, dtype, self._params(params))
         return self.make_state(qpos, qvel)
 
-    def transition(self, state: EnvState, action: Any, rng: Any, params: Any = None) -> EnvState:
+    def transition(
+        self, state: EnvState, action: Any, rng: Any, params: Params | None = None
+    ) -> EnvState:
         """`do_simulation(action, frame_skip)`: one host call."""
-        del rng, params
+        del rng
+        self._params(params)
         ctrl = self._action(state, action)
         physics, warm, *values = self.step_calls(state.physics, state.warmstart, ctrl)
         fields = dict(zip(self.fields, values))
         return EnvState(physics, warm, fields, state.steps + 1)
 
-    def observation(self, state: EnvState, rng: Any = None, params: Any = None) -> jax.Array:
-        del rng, params
-        return self.task.observation(state)
+    def observation(
+        self, state: EnvState, rng: Any = None, params: Params | None = None
+    ) -> jax.Array:
+        del rng
+        return self.task.observation(state, self._params(params))
 
     def reward(
-        self, state: EnvState, action: Any, next_state: EnvState, rng: Any = None, params=None
+        self,
+        state: EnvState,
+        action: Any,
+        next_state: EnvState,
+        rng: Any = None,
+        params: Params | None = None,
     ) -> jax.Array:
-        del rng, params
-        return self.task.reward(state, self._action(state, action), next_state)[0]
+        del rng
+        p = self._params(params)
+        return self.task.reward(state, self._action(state, action), next_state, p)[0]
 
-    def terminal(self, state: EnvState, rng: Any = None, params: Any = None) -> jax.Array:
-        del rng, params
-        return self.task.terminated(state)
+    def terminal(self, state: EnvState, rng: Any = None, params: Params | None = None) -> jax.Array:
+        del rng
+        return self.task.terminated(state, self._params(params))
 
     def truncated(self, state: EnvState) -> jax.Array:
         """Whether gymnasium's `TimeLimit` truncates at this state's step count."""
         return state.steps >= self.max_episode_steps
 
-    def state_info(self, state: EnvState, params: Any = None) -> dict[str, jax.Array]:
+    def state_info(self, state: EnvState, params: Params | None = None) -> dict[str, jax.Array]:
         """gymnasium's reset info at `state`."""
-        del params
-        return self.task.reset_info(state)
+        return self.task.reset_info(state, self._params(params))
 
     def transition_info(
-        self, state: EnvState, action: Any, next_state: EnvState, params: Any = None
+        self, state: EnvState, action: Any, next_state: EnvState, params: Params | None = None
     ) -> dict[str, jax.Array]:
         """gymnasium's step info of `state -> next_state`."""
-        del params
-        return self.task.reward(state, self._action(state, action), next_state)[1]
+        p = self._params(params)
+        return self.task.reward(state, self._action(state, action), next_state, p)[1]
 
     def _action(self, state: EnvState, action: Any) -> jax.Array:
         action = jnp.asarray(action)
@@ -239,7 +276,7 @@ class MujocoFuncEnv(FuncEnv):
         """`(state, obs, reward, terminated, truncated, info)` of gymnasium's `step` (with its
         `TimeLimit`); never resets."""
         nxt = self.transition(state, action, rng)
-        reward, info = self.task.reward(state, self._action(state, action), nxt)
+        reward, info = self.task.reward(state, self._action(state, action), nxt, self.params)
         return (
             nxt,
             self.observation(nxt),
@@ -272,7 +309,7 @@ class MujocoFuncEnv(FuncEnv):
         if not self.fields:
             return self.initial(rng)
         dtype = jnp.zeros(()).dtype
-        qpos, qvel = self.task.sample(rng, dtype)
+        qpos, qvel = self.task.sample(rng, dtype, self.params)
         bare = self._physics(qpos, qvel, 0.0)
         values = self.forward_calls.where(done, bare) if self._forward_fields else ()
         return EnvState(

@@ -1,19 +1,33 @@
-"""`make(env_id, **kwargs)`: the ids, their constructor keywords, and the models they load.
+"""`make(env_id, **kwargs)`: the ids, the file of each, and the models they load.
 
-The keywords and their defaults are read from gymnasium's own classes (the `__init__` of the
-id's entry point and of `MujocoEnv`), so `make` accepts exactly what `gymnasium.make` accepts
-for the id, with the same defaults, plus `max_episode_steps` (gymnasium's registry value by
-default). The rendering keywords are accepted and have no effect on the numbers.
+Each id's keywords are its file's params dataclass (`HopperParams`, ...), with gymnasium's
+defaults (a test holds them to the `__init__` of gymnasium's class and of `MujocoEnv`), plus
+gymnasium's rendering keywords, which are accepted and have no effect on the numbers, and
+`max_episode_steps` (gymnasium's registry value by default).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 from typing import Any
 
+import numpy as np
+
+from ._ant import Ant, AntParams
 from ._env import MujocoFuncEnv
-from ._tasks import TASKS, Task
+from ._half_cheetah import HalfCheetah, HalfCheetahParams
+from ._hopper import Hopper, HopperParams
+from ._humanoid import Humanoid, HumanoidParams
+from ._humanoid_standup import HumanoidStandup, HumanoidStandupParams
+from ._inverted_double_pendulum import InvertedDoublePendulum, InvertedDoublePendulumParams
+from ._inverted_pendulum import InvertedPendulum, InvertedPendulumParams
+from ._pusher import Pusher, PusherParams
+from ._reacher import Reacher, ReacherParams
+from ._swimmer import Swimmer, SwimmerParams
+from ._task import Params, Task
+from ._walker2d import Walker2d, Walker2dParams
 
 __all__ = ["ENV_IDS", "make"]
 
@@ -32,19 +46,52 @@ ENV_IDS = (
     "Walker2d-v5",
 )
 
-# `MujocoEnv`'s keywords that only concern rendering.
-_RENDERING = ("width", "height", "camera_id", "camera_name", "max_geom", "visual_options")
+#: Each id's params dataclass and task: its file's two classes.
+ENVS: dict[str, tuple[type[Params], type[Task]]] = {
+    "Ant-v5": (AntParams, Ant),
+    "HalfCheetah-v5": (HalfCheetahParams, HalfCheetah),
+    "Hopper-v5": (HopperParams, Hopper),
+    "Humanoid-v5": (HumanoidParams, Humanoid),
+    "HumanoidStandup-v5": (HumanoidStandupParams, HumanoidStandup),
+    "InvertedDoublePendulum-v5": (InvertedDoublePendulumParams, InvertedDoublePendulum),
+    "InvertedPendulum-v5": (InvertedPendulumParams, InvertedPendulum),
+    "Pusher-v5": (PusherParams, Pusher),
+    "Reacher-v5": (ReacherParams, Reacher),
+    "Swimmer-v5": (SwimmerParams, Swimmer),
+    "Walker2d-v5": (Walker2dParams, Walker2d),
+}
+
+# gymnasium's keywords that only concern rendering, with `MujocoEnv`'s defaults.
+RENDERING: dict[str, Any] = {
+    "default_camera_config": None,
+    "render_mode": None,
+    "width": 480,
+    "height": 480,
+    "camera_id": None,
+    "camera_name": None,
+    "max_geom": 1000,
+    "visual_options": None,
+}
 
 
-def _tasks() -> dict[str, type[Task]]:
-    from . import _arms, _bodies
+def accepted(env_id: str) -> list[str]:
+    """The keywords `make(env_id, ...)` accepts, in the order of its params."""
+    fields = [f.name for f in dataclasses.fields(ENVS[env_id][0])]
+    return [*fields, *RENDERING, "max_episode_steps"]
 
-    return {**TASKS, **_bodies.TASKS, **_arms.TASKS}
+
+def _hashable(value: Any) -> Any:
+    """A keyword's value as params hold it: sequences (a range given as a list or an array)
+    as tuples, so that params stay hashable (static under `jit`)."""
+    if isinstance(value, np.ndarray | list | tuple):
+        return tuple(_hashable(v) for v in np.asarray(value).tolist())
+    return value
 
 
 @functools.cache
 def keywords(env_id: str) -> dict[str, Any]:
-    """The constructor keywords gymnasium's class for `env_id` accepts, with their defaults."""
+    """The constructor keywords gymnasium's own class for `env_id` accepts, with their
+    defaults (what the params dataclasses are tested against)."""
     import gymnasium
     from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
     from gymnasium.envs.registration import load_env_creator
@@ -96,12 +143,12 @@ def make(env_id: str, **kwargs: Any) -> MujocoFuncEnv:
             f"`jaxbridge.gymnasium.make`: unknown environment id {env_id!r}; the ids are "
             f"{', '.join(ENV_IDS)}."
         )
-    accepted = keywords(name)
-    unknown = sorted(set(kwargs) - set(accepted) - {"max_episode_steps"})
+    names = accepted(name)
+    unknown = sorted(set(kwargs) - set(names))
     if unknown:
         raise ValueError(
             f"`jaxbridge.gymnasium.make({name!r})`: unknown keyword(s) {', '.join(unknown)}; "
-            f"the accepted ones are {', '.join([*accepted, 'max_episode_steps'])}."
+            f"the accepted ones are {', '.join(names)}."
         )
     if kwargs.get("render_mode") is not None:
         raise ValueError(
@@ -112,9 +159,12 @@ def make(env_id: str, **kwargs: Any) -> MujocoFuncEnv:
     max_steps: Any = kwargs.pop("max_episode_steps", None)
     if max_steps is None:
         max_steps = gymnasium.spec(name).max_episode_steps
-    resolved = {**accepted, **kwargs}
-    model = _load(resolved["xml_file"])
-    return MujocoFuncEnv(name, model, _tasks()[name], resolved, int(max_steps))
+    params_type, task_type = ENVS[name]
+    fields = {f.name for f in dataclasses.fields(params_type)}
+    params = params_type(**{k: _hashable(v) for k, v in kwargs.items() if k in fields})
+    resolved = {**dataclasses.asdict(params), **RENDERING, **kwargs}
+    model = _load(params.xml_file)
+    return MujocoFuncEnv(name, model, task_type, params, int(max_steps), resolved)
 
 
 def _load(xml_file: str) -> Any:

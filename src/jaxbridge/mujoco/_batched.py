@@ -87,8 +87,9 @@ class Exact:
         # A row starts with the state, the warm start and the controls, in this order (unless
         # the model has a plugin, whose state is part of mjSTATE_FULLPHYSICS but comes after
         # them): one `np.concatenate` into a view of the rows, made once, writes all three,
-        # one NumPy call where indexing would take three (each a microsecond or more). None
-        # where the columns are not so, and the rows are indexed instead.
+        # one NumPy call where indexing would take three (each Python-level call costs more
+        # than the copy it makes at these sizes). None where the columns are not so, and the
+        # rows are indexed instead.
         self.full: np.ndarray | None = None
         self.head: np.ndarray | None = None
         self.zeros: np.ndarray | None = None
@@ -106,9 +107,10 @@ class Exact:
         self.warning: np.ndarray = batch.warning
         self.warning.fill(0)
         self.clear = bytes(self.warning.nbytes)
-        # `Batch.step`'s C call, without its Python layer's argument handling (a microsecond
-        # per call); `Batch._check` still reports its failures. Older or newer layouts of the
-        # class fall back to the public method, whose failures raise by themselves.
+        # `Batch.step`'s C call, without its Python layer's argument handling (which a closed
+        # loop would pay on every step); `Batch._check` still reports its failures. Older or
+        # newer layouts of the class fall back to the public method, whose failures raise by
+        # themselves.
         native = getattr(batch, "_b", None)
         self.step: Any = native.step if native is not None else _public_step(batch)
 
@@ -162,9 +164,10 @@ class BatchSteps:
             self.mocap_quat = _columns(model, int(mujoco.mjtState.mjSTATE_MOCAP_QUAT))
         if self._neq:
             self.eq_active = _columns(model, int(mujoco.mjtState.mjSTATE_EQ_ACTIVE))
-        self._has_inputs = bool(self._mocap.size or self._neq)
+        #: Whether the model has inputs `write_inputs` must write on every call.
+        self.has_inputs = bool(self._mocap.size or self._neq)
 
-    def _inputs(self, rows: np.ndarray) -> None:
+    def write_inputs(self, rows: np.ndarray) -> None:
         """Writes the inputs `mujoco.rollout` takes from the model on every call into `rows`."""
         m = self.model
         if self._mocap.size:
@@ -210,8 +213,8 @@ class BatchSteps:
         P = state.shape[0]
         batch = self._grow(P)
         rows = batch.state[:P]
-        if self._has_inputs:
-            self._inputs(rows)
+        if self.has_inputs:
+            self.write_inputs(rows)
         rows[:, self.full] = state
         rows[:, self.warm] = warmstart
         rows[:, self.ctrl] = ctrl
@@ -246,9 +249,10 @@ class BatchSteps:
         `out` `(B, nstate)`, on `threads` threads.
 
         Four NumPy calls besides MuJoCo's, each a copy or one pass over a small array (every
-        Python-level operation here costs a microsecond or more, and more again on a cache that
-        MuJoCo's step has just filled). The closed loop's own path is `Engine.stepper`'s, on a
-        batch of its own; this one serves the calls it hands on (two threads at once).
+        Python-level operation here costs more than the work it does, and more again on a
+        cache that MuJoCo's step has just filled; see docs/performance.md). The closed loop's
+        own path is `Engine.stepper`'s, on a batch of its own; this one serves the calls it
+        hands on (two threads at once).
 
         Returns:
             `(warned, plain)`: the `(B,)` flags of the simulations MuJoCo warned on, or None
@@ -260,8 +264,8 @@ class BatchSteps:
         """
         e = self._exact_batch(state.shape[0], threads)
         rows = e.rows
-        if self._has_inputs:
-            self._inputs(rows)
+        if self.has_inputs:
+            self.write_inputs(rows)
         full, head, zeros = e.full, e.head, e.zeros
         if head is not None and zeros is not None:
             np.concatenate((state, zeros, ctrl), axis=1, out=head)
@@ -298,8 +302,8 @@ class BatchSteps:
         """
         e = self._exact_batch(state.shape[0], threads)
         rows = e.rows
-        if self._has_inputs:
-            self._inputs(rows)
+        if self.has_inputs:
+            self.write_inputs(rows)
         rows[:, self.full] = state
         rows[:, self.warm] = 0.0 if warmstart is None else warmstart
         record: dict[Any, np.ndarray] = {FULLPHYSICS: out_state}

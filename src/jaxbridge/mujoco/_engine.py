@@ -34,6 +34,10 @@ def _float64(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x, dtype=np.float64)
 
 
+_ONE_DIVERGED = np.ones(1, bool)  # the flags of a one-element call that diverged
+_ONE_DIVERGED.flags.writeable = False
+
+
 def _held(ctrl: np.ndarray, nstep: int) -> np.ndarray:
     """`(B, T, nu)` controls held for `nstep` physics steps each: `(B, T * nstep, nu)`."""
     if nstep == 1:
@@ -51,7 +55,7 @@ class Engine:
     or a batch and need no lock while MuJoCo runs.
 
     A call runs on MuJoCo's thread pool only when it holds enough physics to pay for the
-    pool's dispatch and synchronisation (tens of microseconds, more on a loaded machine):
+    pool's dispatch and synchronisation (more on a loaded machine; see docs/performance.md):
     the cost of one physics step is measured once, and a call of `B` elements of `N` steps
     goes to the pool when `B * N` steps are estimated at `POOL_MIN_WORK` seconds or more.
     Either path gives bit-identical results: every element starts from a fresh state.
@@ -70,7 +74,7 @@ class Engine:
         self.model = model
         self.nthread = default_nthread() if nthread is None else nthread
         self.layout = Layout.from_model(model)
-        self.nsensordata = int(model.nsensordata)  # MjModel attribute reads cost microseconds
+        self.nsensordata = int(model.nsensordata)  # an MjModel attribute read is a bindings call
         # `model.opt` is a live view: reading `timestep` through it sees later changes too.
         self._opt = model.opt
         self._free: list[Worker] = []
@@ -85,8 +89,7 @@ class Engine:
     def _measure_step(self) -> float:
         """Seconds of one physics step from the initial state: the best of a few rollouts of
         `_MEASURED_STEPS` steps, over that number (a rollout of one step would count the
-        call's own cost, a few microseconds, as physics: measured, 7.8 µs for a one-hinge
-        model whose step this gives as 4.6 µs)."""
+        call's own cost as physics, which for a small model is most of it)."""
         n = self._MEASURED_STEPS
         with self.worker() as w:
             state, ctrl = self.layout.initial[None], np.zeros((1, n, int(self.model.nu)))
@@ -224,8 +227,52 @@ class Engine:
         if made is None:
             if len(self._steppers) >= 8:  # a few shapes are in use at a time
                 self._steppers.clear()
-            made = self._steppers[key] = make_stepper(self, B, nstep, threads, rank)
+            made = self._steppers[key] = self._make_stepper(B, nstep, threads, rank)
         return made[0]
+
+    def _make_stepper(
+        self, B: int, nstep: int, threads: int, rank: int
+    ) -> tuple[StepInto, _batched.Exact | None]:
+        general = self._general_stepper(B, nstep, threads, rank)
+        if not self.batched():  # `mujoco.batch` refuses a model with sleep or IPC enabled:
+            return general, None  # one made so keeps the general path, which reads them
+        if self._loop_steps is None:
+            self._loop_steps = BatchSteps(self.model, self.nthread)
+        nstate, nu = self.layout.nstate, int(self.model.nu)
+        return make_stepper(
+            general,
+            self._loop_steps,
+            self.divergence.flags,
+            self._opt,
+            nstate,
+            nu,
+            B,
+            nstep,
+            threads,
+            rank,
+        )
+
+    def _general_stepper(self, B: int, nstep: int, threads: int, rank: int) -> StepInto:
+        """`stepper`'s function off its own batch: a worker's `mujoco.batch` batch (made on
+        demand), or `mujoco.rollout` where there is none."""
+        step_one, rollout_into, flags = self.step_one, self._rollout_into, self.divergence.flags
+        free, take, batched = self._free, self._take, self.batched
+
+        def general(state: np.ndarray, ctrl: np.ndarray, out: np.ndarray) -> np.ndarray | None:
+            if rank == 1:
+                state, ctrl, out = state.reshape(1, -1), ctrl.reshape(1, -1), out.reshape(1, -1)
+            if batched():
+                w = take()
+                try:
+                    warned, plain = w.batch().step_into(state, ctrl, nstep, out, threads)
+                finally:
+                    free.append(w)
+                return None if warned is None and plain else flags(warned, state, ctrl)
+            if B == 1:  # its checks cost less than the general path's for one element
+                return _ONE_DIVERGED if step_one(state, ctrl, out, nstep) else None
+            return rollout_into(state, ctrl, nstep, out)
+
+        return general
 
     def _rollout_into(
         self, state: np.ndarray, ctrl: np.ndarray, nstep: int, out: np.ndarray

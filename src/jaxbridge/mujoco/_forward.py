@@ -15,7 +15,7 @@ from . import _jacobians
 from ._state import flat
 
 if TYPE_CHECKING:
-    from ._simulator import Simulator
+    from ._core import SimCore
 
 __all__ = ["ForwardCalls"]
 
@@ -26,8 +26,8 @@ class ForwardCalls:
     `max_contacts` are read on every call, as `Simulator`'s own methods read them.
     """
 
-    def __init__(self, sim: Simulator):
-        self._sim = sim
+    def __init__(self, core: SimCore):
+        self._core = core
         self.host = jaxbridge.host(
             self._host_forward,
             vmap="vectorized",
@@ -37,19 +37,19 @@ class ForwardCalls:
         )
 
     def _forward_result(self, state, ctrl, names):
-        sim = self._sim
+        core = self._core
         lead = state.shape[:-1]
         return {
             name: jax.ShapeDtypeStruct(
                 (*lead, *shape), state.dtype if np.issubdtype(dtype, np.floating) else jnp.int32
             )
-            for name, (shape, dtype) in sim._engine.output_specs(names, sim.max_contacts).items()
+            for name, (shape, dtype) in core.engine.output_specs(names, core.max_contacts).items()
         }
 
     def _host_forward(self, state: np.ndarray, ctrl: np.ndarray, names: tuple[str, ...]):
-        sim = self._sim
+        core = self._core
         lead = state.shape[:-1]
-        out = sim._engine.forward(flat(state), flat(ctrl), names, sim.max_contacts)
+        out = core.engine.forward(flat(state), flat(ctrl), names, core.max_contacts)
         return {
             k: (v if np.issubdtype(v.dtype, np.floating) else v.astype(np.int32)).reshape(
                 (*lead, *v.shape[1:])
@@ -58,15 +58,15 @@ class ForwardCalls:
         }
 
     def _host_forward_jacobian(self, state: np.ndarray, ctrl: np.ndarray, names):
-        sim = self._sim
+        core = self._core
         lead = state.shape[:-1]
         state, ctrl = flat(state), flat(ctrl)
         jac = _jacobians.forward_jacobian(
-            sim._engine, sim._qmap, state, ctrl, names, sim.max_contacts
+            core.engine, core.qmap, state, ctrl, names, core.max_contacts
         )
         # A control MuJoCo replaces by zero makes the outputs NaN (see `Engine.forward`): the
         # derivatives of the zero-control model must not pass for theirs.
-        rejected = sim._engine.divergence.rejected_controls(ctrl)
+        rejected = core.engine.divergence.rejected_controls(ctrl)
         if rejected.any():
             for blocks in jac.values():
                 for b in blocks:

@@ -380,8 +380,8 @@ def forward_jacobian(
                         pose["contact_body2"][i, :k] = geom_body[c.geom[:k, 1]]
                         pose["contact_valid"][i, :k] = 1.0
 
-            # One thread: per pose this is ~5 µs of MuJoCo and more of Python holding the GIL
-            # (copying views); a second thread measured slower.
+            # One thread: per pose MuJoCo's work is small against Python's, which holds the
+            # GIL (copying views), so a second thread only adds contention.
             run(w.datas[0], 0, B)
         for name, J in jac.jacobians(pose, analytic).items():
             shape = specs[name][0]

@@ -85,8 +85,8 @@ class Outputs:
         contact = [n for n in specs if n.startswith("contact_")]
         warned = []
         d = w.datas[0]
-        # A serial loop: mj_forward is ~10 µs, and splitting it over Python threads
-        # measured no faster (the bindings' per-call overhead holds the GIL).
+        # A serial loop: `mj_forward` is short, and Python threads would not run it faster
+        # (the bindings' per-call overhead holds the GIL).
         for i in range(B):
             reset_data(m, d, state[i], ctrl[i])  # (clears the warning counters)
             mj.mj_forward(m, d)

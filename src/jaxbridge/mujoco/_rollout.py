@@ -22,7 +22,7 @@ from ._state import flat
 if TYPE_CHECKING:
     from jaxtyping import Array
 
-    from ._simulator import Simulator
+    from ._core import SimCore
 
 __all__ = ["RolloutCalls", "Trajectory"]
 
@@ -70,7 +70,7 @@ class Trajectory(NamedTuple):
 
 
 class RolloutCalls:
-    """The host calls behind one `Simulator`'s `rollout`, and `core`: the rollout as a
+    """The host calls behind one `Simulator`'s `rollout`, and `call`: the rollout as a
     `jax.custom_jvp` of `(state, ctrls, nstep)` for one element (`Simulator.rollout` maps it
     over the batch), returning `(states, sensordata, diverged)`.
 
@@ -78,8 +78,8 @@ class RolloutCalls:
     own methods read them.
     """
 
-    def __init__(self, sim: Simulator):
-        self._sim = sim
+    def __init__(self, core: SimCore):
+        self._core = core
         self._rollout_host = jaxbridge.host(
             self._host_rollout,
             vmap="vectorized",
@@ -98,26 +98,26 @@ class RolloutCalls:
             static_argnames=("nstep",),
             result=self._warm_jacobians_result,
         )
-        self.core = jax.custom_jvp(self._primal, nondiff_argnums=(2,))
-        self.core.defjvp(self._jvp)
+        self.call = jax.custom_jvp(self._primal, nondiff_argnums=(2,))
+        self.call.defjvp(self._jvp)
 
     def _rollout_result(self, state, ctrls, nstep):
-        sim = self._sim
+        core = self._core
         T = ctrls.shape[-2]
         lead = state.shape[:-1]
         return (
-            jax.ShapeDtypeStruct((*lead, T, sim.nstate), state.dtype),
-            jax.ShapeDtypeStruct((*lead, T, sim.nsensordata), state.dtype),
+            jax.ShapeDtypeStruct((*lead, T, core.nstate), state.dtype),
+            jax.ShapeDtypeStruct((*lead, T, core.nsensordata), state.dtype),
             jax.ShapeDtypeStruct(lead, jnp.bool_),
         )
 
     def _host_rollout(self, state: np.ndarray, ctrls: np.ndarray, nstep: int):
-        sim = self._sim
+        core = self._core
         lead, T = state.shape[:-1], ctrls.shape[-2]
-        states, sensors, diverged = sim._engine.rollout(flat(state), flat(ctrls, 2), nstep)
+        states, sensors, diverged = core.engine.rollout(flat(state), flat(ctrls, 2), nstep)
         return (
-            states.reshape((*lead, T, sim.nstate)),
-            sensors.reshape((*lead, T, sim.nsensordata)),
+            states.reshape((*lead, T, core.nstate)),
+            sensors.reshape((*lead, T, core.nsensordata)),
             diverged.reshape(lead),
         )
 
@@ -125,12 +125,12 @@ class RolloutCalls:
         return self._rollout_host(state, ctrls, nstep=nstep)
 
     def _jvp(self, nstep, primals, tangents):
-        sim = self._sim
+        core = self._core
         state, ctrls = primals
         dstate, dctrls = tangents
-        states, sensors, diverged = self.core(state, ctrls, nstep)
+        states, sensors, diverged = self.call(state, ctrls, nstep)
         zero = np.zeros(diverged.shape, jax.dtypes.float0)
-        if ctrls.shape[-2] > 1 and _derivatives.carries_warmstart(sim.model):
+        if ctrls.shape[-2] > 1 and _derivatives.carries_warmstart(core.model):
             # The warm start each step leaves moves the next step's forces: it is carried as
             # tangent state (its input to the first step is a fresh MjData's, no input here).
             J = self._warm_jacobians_host(state, ctrls, states, nstep=nstep)
@@ -144,7 +144,7 @@ class RolloutCalls:
                 )
                 return (dx, dw), (dx, dy)
 
-            dw = jnp.zeros(sim.model.nv, dstate.dtype)
+            dw = jnp.zeros(core.model.nv, dstate.dtype)
             _, (dstates, dsensors) = jax.lax.scan(warm_chain, (dstate, dw), (J, dctrls))
             return (states, sensors, diverged), (*_nan_where(diverged, dstates, dsensors), zero)
         # One host call for the Jacobians of all T steps (on the thread pool), at the states
@@ -168,12 +168,12 @@ class RolloutCalls:
         ctrls = np.ascontiguousarray(flat(ctrls, 2), dtype=np.float64)
         visited = np.ascontiguousarray(flat(states, 2), dtype=np.float64)
         prev = np.concatenate([state0[:, None], visited[:, :-1]], axis=1)
-        warmstart = _derivatives.primal_warmstarts(self._sim._engine, state0, ctrls, nstep)
+        warmstart = _derivatives.primal_warmstarts(self._core.engine, state0, ctrls, nstep)
         return state0, ctrls, prev, visited, warmstart
 
     def _jacobians_result(self, state, ctrls, states, nstep):
-        sim = self._sim
-        lead, n, nu, ns = states.shape[:-1], sim.nstate, sim.nu, sim.nsensordata
+        core = self._core
+        lead, n, nu, ns = states.shape[:-1], core.nstate, core.nu, core.nsensordata
         shape = lambda *s: jax.ShapeDtypeStruct((*lead, *s), state.dtype)  # noqa: E731
         return shape(n, n), shape(n, nu), shape(ns, n), shape(ns, nu)
 
@@ -186,19 +186,19 @@ class RolloutCalls:
         of one control (its warm start is a fresh `MjData`'s); else `_host_warm_jacobians`
         runs instead.
         """
-        sim = self._sim
-        n, nu, ns = sim.nstate, sim.nu, sim.nsensordata
-        if ctrls.shape[-2] > 1 and _derivatives.carries_warmstart(sim.model):
+        core = self._core
+        n, nu, ns = core.nstate, core.nu, core.nsensordata
+        if ctrls.shape[-2] > 1 and _derivatives.carries_warmstart(core.model):
             raise RuntimeError(_WARMSTART_CHANGED)
         state0, ctrls, prev, visited, warmstart = self._visited(state, ctrls, states, nstep)
         Jx, Ju, Sx, Su = _derivatives.step_jacobians(
-            sim._engine,
-            sim._qmap,
+            core.engine,
+            core.qmap,
             flat(prev),
             flat(ctrls),
             nstep,
             next_state=flat(visited),
-            method=sim.derivatives,
+            method=core.derivatives,
             warmstart=flat(warmstart),
         )
         lead = states.shape[:-1]
@@ -210,13 +210,13 @@ class RolloutCalls:
         )
 
     def _warm_jacobians_result(self, state, ctrls, states, nstep):
-        sim = self._sim
+        core = self._core
         lead, n, nu, nv, ns = (
             states.shape[:-1],
-            sim.nstate,
-            sim.nu,
-            sim.model.nv,
-            sim.nsensordata,
+            core.nstate,
+            core.nu,
+            core.model.nv,
+            core.nsensordata,
         )
         shape = lambda *s: jax.ShapeDtypeStruct((*lead, *s), state.dtype)  # noqa: E731
         return _warmstart.WarmJacobians(
@@ -234,14 +234,14 @@ class RolloutCalls:
     def _host_warm_jacobians(self, state, ctrls, states, nstep):
         """`_host_jacobians` with the warm start as state: the `(*batch, T)` blocks of
         `_warmstart.WarmJacobians`, at the states and warm starts the rollout visited."""
-        sim = self._sim
+        core = self._core
         T = ctrls.shape[-2]
         state0, ctrls, prev, visited, warmstart = self._visited(state, ctrls, states, nstep)
         first = np.zeros((state0.shape[0], T), bool)
         first[:, 0] = True  # the first step's warm start is a fresh MjData's: no input
         J = _warmstart.warm_step_jacobians(
-            sim._engine,
-            sim._qmap,
+            core.engine,
+            core.qmap,
             flat(prev),
             flat(ctrls),
             flat(warmstart),

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _derivatives
+from ._core import SimCore
 from ._engine import Engine
 from ._fieldcalls import DataCalls
 from ._forward import ForwardCalls
@@ -118,18 +119,27 @@ class Simulator:
         if max_contacts is None:
             max_contacts = self.model.nconmax if self.model.nconmax > 0 else _DEFAULT_MAX_CONTACTS
         self.frame_skip = int(frame_skip)
-        self.max_contacts = int(max_contacts)
-        self.derivatives = derivatives
-        self._engine = Engine(self.model, nthread)
-        self._layout = self._engine.layout
-        self._qmap = QposMap.from_model(self.model)
-        self.nthread = self._engine.nthread
-        # Sizes as plain ints: MjModel attribute reads cost microseconds on every host call.
+        engine = Engine(self.model, nthread)
+        self._layout = engine.layout
+        self.nthread = engine.nthread
+        # Sizes as plain ints: an MjModel attribute read is a call into the bindings, on
+        # every host call.
         self._nu, self._nsensordata = int(self.model.nu), int(self.model.nsensordata)
-
-        self._step = StepCalls(self)
-        self._rollout = RolloutCalls(self)
-        self._forward = ForwardCalls(self)
+        # What the host calls read, handed to them (they never see this class).
+        self._core = SimCore(
+            model=self.model,
+            engine=engine,
+            qmap=QposMap.from_model(self.model),
+            layout=self._layout,
+            nu=self._nu,
+            nsensordata=self._nsensordata,
+            frame_skip=int(frame_skip),
+            derivatives=derivatives,
+            max_contacts=int(max_contacts),
+        )
+        self._step = StepCalls(self._core)
+        self._rollout = RolloutCalls(self._core)
+        self._forward = ForwardCalls(self._core)
 
     @classmethod
     def from_gymnasium(
@@ -168,11 +178,39 @@ class Simulator:
         )
 
     def __repr__(self) -> str:
-        m = self.model
-        return (
-            f"Simulator(nq={m.nq}, nv={m.nv}, nu={m.nu}, nstate={self.nstate}, "
-            f"frame_skip={self.frame_skip}, nthread={self.nthread})"
-        )
+        return repr(self._core)
+
+    @property
+    def derivatives(self) -> str:
+        """`"auto"`, `"mjd"` or `"fd"` (see the class); may be set, and is read on every call."""
+        return self._core.derivatives
+
+    @derivatives.setter
+    def derivatives(self, value: str) -> None:
+        self._core.derivatives = value
+
+    @property
+    def max_contacts(self) -> int:
+        """How many contacts `forward`'s `contact_*` outputs hold."""
+        return self._core.max_contacts
+
+    @max_contacts.setter
+    def max_contacts(self, value: int) -> None:
+        self._core.max_contacts = int(value)
+
+    @property
+    def _engine(self) -> Engine:
+        # The host side; the demo swaps in a wrapper that times it, which the calls then use.
+        return self._core.engine
+
+    @_engine.setter
+    def _engine(self, engine: Engine) -> None:
+        self._core.engine = engine
+
+    @property
+    def _qmap(self) -> QposMap:
+        # The map between qpos and tangent coordinates (benchmarks call the host side with it).
+        return self._core.qmap
 
     # -- sizes and state -----------------------------------------------------------------
 
@@ -354,7 +392,7 @@ class Simulator:
         batch = jnp.broadcast_shapes(state.shape[:-1], ctrls.shape[:-2])
         state = jnp.broadcast_to(state, (*batch, self.nstate))
         ctrls = jnp.broadcast_to(ctrls, (*batch, *ctrls.shape[-2:]))
-        f = lambda s, u, _f=self._rollout.core: _f(s, u, self.frame_skip)  # noqa: E731
+        f = lambda s, u, _f=self._rollout.call: _f(s, u, self.frame_skip)  # noqa: E731
         for _ in batch:
             f = jax.vmap(f)
         return Trajectory(*f(state, ctrls))

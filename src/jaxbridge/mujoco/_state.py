@@ -32,8 +32,8 @@ MAXVAL = float(mj.mjMAXVAL)  # beyond this MuJoCo calls a state or a control bad
 MAXVAL2 = MAXVAL * MAXVAL  # a sum of squares at most this has no term beyond MAXVAL
 
 #: The most numbers one `np.vdot` is given: OpenBLAS runs a dot product of more than 10,000
-#: on its threads, which on a busy machine costs milliseconds where one thread takes a few
-#: microseconds (measured: 8 ms against 4 µs for 12,480 numbers, two cores, both loaded).
+#: on its threads, which on a busy machine costs a thousand times what one thread takes
+#: (each thread waits for a core; see docs/performance.md).
 DOT_BLOCK = 8192
 
 

@@ -23,8 +23,8 @@ from ._state import flat
 
 if TYPE_CHECKING:
     from .._call import HostCall
+    from ._core import SimCore
     from ._engine import Engine
-    from ._simulator import Simulator
 
 __all__ = ["StepBatching", "StepCalls"]
 
@@ -93,7 +93,7 @@ class StepBatching(AbstractBatching):
         and controls under at most one `vmap` of both (one call per `lax.scan` step).
 
         `HostCall`'s generic call makes its inputs read-only and checks that no reference to
-        them outlives it, guards for a user's code that cost microseconds per call; the
+        them outlives it, guards for a user's code that a closed loop pays on every call; the
         engine's own code here copies its inputs into MuJoCo and keeps nothing. What runs is
         `run`'s: MuJoCo writes into XLA's output buffer, a diverged element comes back NaN,
         and an error is raised as `HostCall` raises it.
@@ -133,14 +133,14 @@ class StepCalls:
     call, as `Simulator`'s own methods read them.
     """
 
-    def __init__(self, sim: Simulator):
-        self._sim = sim
+    def __init__(self, core: SimCore):
+        self._core = core
         # One host function per `nstep`, with `nstep` bound rather than static: positional
         # array arguments take the host call's fast path (no argument rebuilding per call).
         self._hosts: dict[int, Callable[..., Any]] = {}
 
     def __repr__(self) -> str:  # host errors name the bound host function by its repr
-        return f"StepCalls({self._sim!r})"
+        return f"StepCalls({self._core!r})"
 
     def host(self, nstep: int) -> Callable[..., Any]:
         """The host function of `nstep` physics steps, made once per `nstep`."""
@@ -149,24 +149,24 @@ class StepCalls:
             step = functools.partial(self._host_step, nstep=nstep)
             f = self._hosts[nstep] = jaxbridge.host(
                 step,
-                vmap=StepBatching(self._sim._engine, nstep, step),
+                vmap=StepBatching(self._core.engine, nstep, step),
                 result=lambda state, ctrl: state,
                 jacobian=functools.partial(self._host_step_jacobian, nstep=nstep),
             )
         return f
 
     def _host_step(self, state: np.ndarray, ctrl: np.ndarray, nstep: int) -> np.ndarray:
-        sim = self._sim
+        core = self._core
         if state.ndim == 1 and _plain_float64(state) and _plain_float64(ctrl):
             # Unbatched (`lax.scan` of `sim.step` without vmap): the one-element fast path.
-            out = np.empty((1, sim.nstate))
-            if sim._engine.step_one(state[None], ctrl[None], out, nstep):
+            out = np.empty((1, core.nstate))
+            if core.engine.step_one(state[None], ctrl[None], out, nstep):
                 out[...] = np.nan  # see below
             return out[0]
         if state.ndim == 2:  # under one vmap (the common case): no reshapes needed
-            out, diverged = sim._engine.step(state, ctrl, nstep)
+            out, diverged = core.engine.step(state, ctrl, nstep)
         else:
-            out, diverged = sim._engine.step(flat(state), flat(ctrl), nstep)
+            out, diverged = core.engine.step(flat(state), flat(ctrl), nstep)
             out = out.reshape(state.shape)
             diverged = diverged.reshape(state.shape[:-1])
         # MuJoCo resets a diverging element to its initial state: a plausible-looking state
@@ -176,16 +176,16 @@ class StepCalls:
         return out
 
     def _host_step_jacobian(self, state: np.ndarray, ctrl: np.ndarray, nstep: int):
-        sim = self._sim
-        n, nu = sim.nstate, sim.nu
+        core = self._core
+        n, nu = core.nstate, core.nu
         lead = state.shape[:-1]
         state, ctrl = flat(state), flat(ctrl)
         Jx, Ju, _, _ = _derivatives.step_jacobians(
-            sim._engine, sim._qmap, state, ctrl, nstep, method=sim.derivatives
+            core.engine, core.qmap, state, ctrl, nstep, method=core.derivatives
         )
         # Where the step itself diverged (its value is NaN), so are its derivatives: the
         # differences around a reset or a rejected control are finite and mean nothing. One
         # more step per element, next to the 2 n + 1 of the differences.
-        diverged = sim._engine.step(state, ctrl, nstep)[1]
+        diverged = core.engine.step(state, ctrl, nstep)[1]
         Jx[diverged], Ju[diverged] = np.nan, np.nan
         return Jx.reshape((*lead, n, n)), Ju.reshape((*lead, n, nu))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
@@ -19,53 +19,47 @@ from ._batched import NO_STAGE, BatchSteps
 from ._state import DOT_BLOCK, MAXVAL2, sum_of_squares
 from ._worker import ONE_DATA_EACH
 
-if TYPE_CHECKING:
-    from ._engine import Engine
-
-__all__ = ["StepInto", "make_stepper"]
+__all__ = ["Flags", "StepInto", "make_stepper"]
 
 _SMALL_ROWS = 4096  # `mujoco.batch` rows of at most this many numbers are checked in one pass
-_ONE_DIVERGED = np.ones(1, bool)  # the flags of a one-element call that diverged
-_ONE_DIVERGED.flags.writeable = False
 
 #: `Engine.stepper`'s functions: `(state, ctrl, out)` to the `(B,)` flags, or None.
 StepInto = Callable[[np.ndarray, np.ndarray, np.ndarray], "np.ndarray | None"]
+#: `Divergence.flags`: `(warned, state, ctrl)` to the `(B,)` flags, or None.
+Flags = Callable[[Any, np.ndarray, np.ndarray], "np.ndarray | None"]
 
 
 def make_stepper(
-    engine: Engine, B: int, nstep: int, threads: int, rank: int
+    general: StepInto,
+    steps: BatchSteps,
+    flags: Flags,
+    opt: Any,
+    nstate: int,
+    nu: int,
+    B: int,
+    nstep: int,
+    threads: int,
+    rank: int,
 ) -> tuple[StepInto, _batched.Exact | None]:
-    """`Engine.stepper`'s function, and the batch it steps (None where it has none).
+    """`Engine.stepper`'s function on `mujoco.batch`, and the batch it steps (None where it
+    has none, and `general` is the function).
 
-    On `mujoco.batch` (where MuJoCo has it and the model allows it: `Batch.step` refuses
-    a model with sleep or IPC enabled since, and the general path takes over) it steps a
-    batch of its own, in the fewest Python operations this takes: after MuJoCo's step has
-    filled the caches, each costs a microsecond or more. Called from two threads at once,
-    the second takes the general path (a worker's batch, made on demand), as it does for
-    a model whose rows cannot be written in one copy (a plugin's state apart).
+    Args:
+        general: the engine's general path for the same call (a worker's batch, or
+            `mujoco.rollout`), taken when this function is called from two threads at
+            once, and where `opt` enables sleep or IPC since it was made.
+        steps: the `BatchSteps` whose `dedicated` batch this function steps.
+        flags: `Divergence.flags`, which tells the elements that diverged.
+        opt: the model's `opt` (a live view: its flags are read on a failure).
+        nstate, nu: the state's and the controls' sizes.
+        B, nstep, threads, rank: the call's batch, physics steps, threads, and the rank of
+            its arrays (1: one element without a batch dimension).
+
+    It steps a batch of its own in the fewest Python operations this takes: after MuJoCo's
+    step has filled the caches, each one costs more than it would cold (see
+    docs/performance.md). A model whose rows cannot be written in one copy (a plugin's state
+    apart) takes `general`.
     """
-    step_one, rollout_into, flags = engine.step_one, engine._rollout_into, engine.divergence.flags
-    free, take, batched = engine._free, engine._take, engine.batched
-
-    def general(state: np.ndarray, ctrl: np.ndarray, out: np.ndarray) -> np.ndarray | None:
-        if rank == 1:
-            state, ctrl, out = state.reshape(1, -1), ctrl.reshape(1, -1), out.reshape(1, -1)
-        if batched():
-            w = take()
-            try:
-                warned, plain = w.batch().step_into(state, ctrl, nstep, out, threads)
-            finally:
-                free.append(w)
-            return None if warned is None and plain else flags(warned, state, ctrl)
-        if B == 1:  # its checks cost less than the general path's for one element
-            return _ONE_DIVERGED if step_one(state, ctrl, out, nstep) else None
-        return rollout_into(state, ctrl, nstep, out)
-
-    if not batched():  # `mujoco.batch` refuses a model with sleep or IPC enabled: one
-        return general, None  # made so keeps the general path, which reads them each call
-    if engine._loop_steps is None:
-        engine._loop_steps = BatchSteps(engine.model, engine.nthread)
-    steps = engine._loop_steps
     e = steps.dedicated(B, threads)
     if e.head is None or e.zeros is None or e.full is None:
         return general, None
@@ -75,13 +69,13 @@ def make_stepper(
     )
     axis = rank - 1
     # The check below sums the squares of the rows (one `np.vdot`) where they are small,
-    # else of the inputs (two, a third of the numbers for a humanoid): measured in the loop,
-    # 0.7 µs less at batch 1, 10 µs less at batch 64. `np.vdot` flattens; past
+    # else of the inputs (two, a third of the numbers for a humanoid), whichever the loop
+    # measured cheaper at its batch size (docs/performance.md). `np.vdot` flattens; past
     # `DOT_BLOCK` numbers OpenBLAS would thread it, and `sum_of_squares` takes blocks.
     flat = rows.reshape(-1) if rows.size <= _SMALL_ROWS else None  # a view: rows stay put
-    one_dot = B * max(engine.layout.nstate, int(engine.model.nu)) <= DOT_BLOCK
-    inputs = steps._inputs if steps._has_inputs else None
-    opt, lock = engine._opt, threading.Lock()
+    one_dot = B * max(nstate, nu) <= DOT_BLOCK
+    inputs = steps.write_inputs if steps.has_inputs else None
+    lock = threading.Lock()
     acquire, release = lock.acquire, lock.release
     vdot, concatenate, copyto = np.vdot, np.concatenate, np.copyto
 

@@ -79,9 +79,9 @@ def simulate_per_point(
     """`simulate` without `mujoco.batch`: each point is one `mujoco.rollout` call of its own
     on a worker thread's `MjData` (the rollout starts it as it starts any element, from the
     point's warm start), after which that `MjData` holds the warm start the steps left: one C
-    call per point, where a Python loop of `mj_step`s cost about 28 µs more per point (the
-    humanoid, Euler). The per-point calls cost 10% to 30% over one batched call of the same
-    points.
+    call per point, where a Python loop of `mj_step`s would pay the bindings' overhead on
+    every step. The per-point calls cost more than one batched call of the same points (see
+    docs/mujoco.md).
     """
     m, L = engine.model, engine.layout
     n, ns, nv = L.nstate, int(m.nsensordata), int(m.nv)

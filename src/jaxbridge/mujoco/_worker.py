@@ -97,7 +97,7 @@ class Worker:
         self._nthread = nthread
         self._batch: BatchSteps | None = None
         # A live view of the first `MjData`'s warning counters, read after every serial
-        # one-element call (a list's `any` of it costs well under a microsecond).
+        # one-element call (a list's `any` of it is cheaper than NumPy's on so few numbers).
         self._first_warnings = self.datas[0].warning.number
 
     def first_warned(self) -> bool:
@@ -114,7 +114,7 @@ class Worker:
         """`(B, nstep, nu)` held controls and `(B, nstep, nstate)` states for `Engine.step`.
 
         Made once per shape and reused: fresh arrays of this size cost page faults on every
-        call (the pool's threads write them), which showed as tens of microseconds per step.
+        call (the pool's threads write them), which a closed loop would pay on every step.
         """
         buffers = self._step_buffers.get((B, nstep))
         if buffers is None:
