@@ -244,3 +244,32 @@ def test_differences_keep_each_rows_other_inputs():
     c = np.array([2.0, -3.0])
     J = _differences.jacobian(lambda p, rows: c[rows, None] * p, np.ones((2, 1)))
     np.testing.assert_allclose(J[:, 0, 0], c, rtol=1e-7)
+
+
+def test_unused_outputs_are_not_copied_and_the_used_ones_are_right(x64, monkeypatch):
+    """The primitive's dead-code rule: an output the program does not read gets no buffer,
+    and the fast path still writes the others (`mj_rnePostConstraint` skipped with it)."""
+    model, fs = gym("Ant-v5")
+    S = random_states(model, 4, seed=2)
+    q, v = S[:, 1 : 1 + model.nq].copy(), S[:, 1 + model.nq : 1 + model.nq + model.nv]
+    q[::2, 2] -= 0.5
+    calls = DataCalls(model)
+    names = ("qpos", "xpos", "cfrc_ext")
+    seen = []
+    original = _fields.FieldRows.run
+
+    def counted(self, ins, outs, ids=None):
+        seen.append([o is None for o in outs])
+        return original(self, ins, outs, ids)
+
+    monkeypatch.setattr(_fields.FieldRows, "run", counted)
+    step = jax.vmap(lambda q, v: calls.step({"qpos": q, "qvel": v}, names, nstep=fs))
+    xpos = jax.jit(lambda q, v: step(q, v)["xpos"])(q, v)
+    assert seen == [[True, False, True]]
+    full = jax.jit(step)(q, v)
+    assert seen[1:] == [[False, False, False]]
+    np.testing.assert_array_equal(xpos, full["xpos"])
+    for i in range(4):
+        ref = _raw_step(model, q[i], v[i], 0.0, 0.0, fs, names)
+        np.testing.assert_array_equal(np.asarray(full["cfrc_ext"][i]), ref["cfrc_ext"])
+        np.testing.assert_array_equal(np.asarray(xpos[i]), ref["xpos"])

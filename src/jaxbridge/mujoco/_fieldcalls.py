@@ -25,14 +25,15 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxbridge
-from jaxbridge._batching import VECTORIZED, AbstractBatching, flatten_batch
+from jaxbridge._base import AbstractBatching
+from jaxbridge._batching import VECTORIZED, flatten_batch
 
 from . import _differences
 from ._fields import _CONSTANT_INPUTS, PHYSICS, FieldSteps, _columns
 from ._model import MjModel, load_model, mj
 
 if TYPE_CHECKING:
-    from jaxbridge._call import HostCall
+    from jaxbridge._base import AbstractCall as HostCall
 
 __all__ = ["DataCalls", "FieldCalls"]
 
@@ -50,9 +51,15 @@ def _differentiated(steps: FieldSteps, name: str, shape: tuple[int, ...]) -> np.
 
 
 class _FieldBatching(AbstractBatching):
-    """A batch of one `FieldCalls`' calls as one `FieldSteps` call, into XLA's buffers."""
+    """A batch of one `FieldCalls`' calls as one `FieldSteps` call, into XLA's buffers.
+
+    An output the program does not use (the primitive's dead-code rule) comes as None in
+    `run`'s `outs` and has no buffer in `buffer_call`'s: MuJoCo still computes it, but it is
+    not copied out.
+    """
 
     name = "vectorized"
+    handles_unused_outputs = True
 
     def __init__(self, calls: FieldCalls):
         self.calls = calls
@@ -74,7 +81,8 @@ class _FieldBatching(AbstractBatching):
         ]
         values = self.calls._run(flat)
         for o, v in zip(outs, values):
-            o.reshape(v.shape)[...] = v
+            if o is not None:
+                o.reshape(v.shape)[...] = v
 
     def buffer_call(
         self, call: HostCall, in_shapes: Sequence[tuple], out_shapes: Sequence[tuple]
@@ -101,16 +109,25 @@ class _FieldBatching(AbstractBatching):
             return None
         rows, fail = steps.rows(B), call.fail
         shapes_in = [(1, *s) for s in steps.in_shapes]
-        shapes_out = [(1, *s) for s in steps.out_shapes]
+        used = tuple(call.used_outputs)
+        shapes_out = [(1, *s) for s, u in zip(steps.out_shapes, used) if u]
+        slots = [i for i, u in enumerate(used) if u]  # each buffer's output
+        partial = not all(used)
+        nout = len(used)
 
         def own(ctx: Any, outs: Any, *ins: Any) -> None:
             del ctx
             try:
                 arrays = [a.__array__() for a in ins]
-                targets = [o.__array__() for o in outs]
+                targets: list[Any] = [o.__array__() for o in outs]
                 if one:
                     arrays = [a.reshape(s) for a, s in zip(arrays, shapes_in)]
                     targets = [t.reshape(s) for t, s in zip(targets, shapes_out)]
+                if partial:  # one entry per output, None where the program reads none
+                    full: list[Any] = [None] * nout
+                    for i, t in zip(slots, targets):
+                        full[i] = t
+                    targets = full
                 rows.run(arrays, targets)
             except Exception as e:
                 raise fail(e) from e

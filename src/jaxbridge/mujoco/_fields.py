@@ -380,8 +380,9 @@ class FieldRows:
         self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray], ids: np.ndarray | None = None
     ) -> None:
         """Inputs `(B, *shape)` float64, C-contiguous; `outs` `(B, *shape)` of the outputs'
-        dtypes, C-contiguous. `ids` (forward only): the rows to compute; the others of `outs`
-        are left as they are."""
+        dtypes, C-contiguous, or None for an output nobody reads (not copied, and
+        `mj_rnePostConstraint` skipped where none of its fields is read). `ids` (forward
+        only): the rows to compute; the others of `outs` are left as they are."""
         with self.lock:
             self._run(ins, outs, ids)
 
@@ -415,6 +416,8 @@ class FieldRows:
         if nfail:
             self.batch._check(ids, nfail)  # raises MuJoCo's error, naming the simulations
         for i, (src, out) in enumerate(zip(self.sources, outs)):
+            if out is None:
+                continue
             if src is None:
                 cols = self.state_cols[i]
                 if cols is None:
@@ -432,7 +435,12 @@ class FieldRows:
     def _rne(self, outs: Sequence[np.ndarray], ids: np.ndarray | None) -> None:
         m, d, get = self.steps.model, self.data, self.native.get_data
         rne = mujoco.mj_rnePostConstraint
-        targets = [outs[i] for i in self.rne_slots]
+        pairs = [
+            (outs[i], v) for i, v in zip(self.rne_slots, self.rne_views) if outs[i] is not None
+        ]
+        if not pairs:
+            return
+        targets, views = [t for t, _ in pairs], [v for _, v in pairs]
         rows = range(self.B) if ids is None else ids.tolist()
         if self.ncon is not None:  # without contacts `cfrc_ext` is zero: skip those rows
             for t in targets:
@@ -445,5 +453,5 @@ class FieldRows:
         for i in rows:
             get(i, d)  # the row's MjData as its last substep left it
             rne(m, d)
-            for t, v in zip(targets, self.rne_views):
+            for t, v in zip(targets, views):
                 t[i] = v

@@ -17,12 +17,13 @@ import numpy as np
 
 import jaxbridge
 
-from .._batching import VECTORIZED, AbstractBatching, flatten_batch
+from .._base import AbstractBatching
+from .._batching import VECTORIZED, flatten_batch
 from . import _derivatives
 from ._state import flat
 
 if TYPE_CHECKING:
-    from .._call import HostCall
+    from .._base import AbstractCall as HostCall
     from ._core import SimCore
     from ._engine import Engine
 
