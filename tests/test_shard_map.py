@@ -1,5 +1,7 @@
-"""Host calls over several devices: shard_map makes one host call per shard; plain jit with
-sharded inputs gathers them (tests/conftest.py gives 4 CPU devices)."""
+"""Host calls over several devices (tests/conftest.py gives 4 CPU devices): `shard_map` makes
+one host call per shard; under a plain `jit` with sharded inputs an unbatched call sees the
+whole array once, and a batched one (under `vmap`) runs once per device on its rows
+(tests/test_sharding.py covers those per-device calls)."""
 
 from __future__ import annotations
 
@@ -57,11 +59,12 @@ def test_shard_map_of_vmap_shares_one_process_pool(mesh):
 
 
 def test_plain_jit_with_sharded_inputs(mesh, lowering):
-    """Without shard_map the host function sees the whole, gathered array, exactly once.
+    """Without shard_map an unbatched host call sees the whole array, exactly once.
 
-    Over several devices jaxbridge always lowers through `jax.pure_callback`, which XLA runs
-    once, on the first device (a `buffer_callback` would run on every device, each with the full
-    array). Use shard_map for one call per shard.
+    Over several devices the call lowers as a `shard_map` over the computation's devices
+    (`jaxbridge._sharding`), under either lowering: an unbatched call runs on device 0 with the
+    whole array and its result is broadcast to every device, bit for bit. A batched call would
+    run once per device on that device's rows; `shard_map` gives one call per shard here.
     """
     seen = []
 

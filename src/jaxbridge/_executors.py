@@ -168,11 +168,11 @@ def _mark_worker_process() -> None:
 
 # --- inner thread pools ------------------------------------------------------------------
 
-# Measured on this project's 2-core machines (benchmarks/batching.py, docs/performance.md):
-# after each multi-threaded call OpenBLAS's own pool threads spin at 100% of a core for about
-# 125 ms before they sleep, and OpenBLAS runs concurrent callers' threaded calls one at a time.
-# Worker threads that call BLAS then share the cores with spinning BLAS threads. So while a
-# batch runs, BLAS runs one thread per call, as joblib limits the inner threads of its workers.
+# After a multi-threaded call OpenBLAS's own pool threads spin on the cores for a while before
+# they sleep, and OpenBLAS runs concurrent callers' threaded calls one at a time (measured by
+# benchmarks/batching.py; the figures are in docs/performance.md). Worker threads that call BLAS
+# would share the cores with spinning BLAS threads, so while a batch runs, BLAS runs one thread
+# per call, as joblib limits the inner threads of its workers.
 
 
 class _InnerThreads:

@@ -7,7 +7,7 @@ and the result's other shards hold wrong values (jax#38164, jax#38968). Instead,
 splitting (`jax.experimental.custom_partitioning` segfaults with a callback inside on jax
 0.10.2):
 
-- **A batched call** (leading batch dimensions, the expand_dims convention of `_call.py`) is
+- **A batched call** (leading batch dimensions, the expand_dims convention of `_primitive.py`) is
   split along one batch dimension over every device of the computation: each device's call
   sees its block of rows. The shard_map's `in_specs` name the split, and XLA moves data only
   where the input's actual sharding differs, so values are right whatever that sharding is.
