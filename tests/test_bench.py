@@ -9,8 +9,8 @@ installed.
 
 The quick runs of all scripts take minutes (two to three on 2 cores, more under load), a third
 of the default suite's budget, so by default this file runs: the runner over the fastest
-script, and the script whose peers are the optional ones (sympy_converters.py) with those peers hidden.
-Every other script, with and without its peers, runs under JAXBRIDGE_SLOW=1.
+script, and the script whose peers are the optional ones (sympy_converters.py) with those
+peers hidden. Every other script, with and without its peers, runs under JAXBRIDGE_SLOW=1.
 """
 
 from __future__ import annotations
