@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import close, close_info, gym_make, gym_make_vec, jg
+from gym_helpers import close, close_info, gym_make, gym_make_vec, jg
 from gymnasium.envs.functional_jax_env import FunctionalJaxEnv
 
 from jaxbridge.mujoco import _fields

@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import gym_make, jg
+from gym_helpers import gym_make, jg
 
 
 def _our_return(env, K):

@@ -8,7 +8,7 @@ its defaults and with those keywords, for several episodes.
 from __future__ import annotations
 
 import pytest
-from conftest import lockstep
+from gym_helpers import lockstep
 
 import jaxbridge.gymnasium as jg
 

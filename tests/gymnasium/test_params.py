@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import gym_make, jg
+from gym_helpers import gym_make, jg
 
 from jaxbridge.gymnasium import _make
 
