@@ -70,7 +70,7 @@ def poses(sim: Simulator, B: int) -> np.ndarray:
 def old_forward_fd(sim: Simulator, state: np.ndarray, name: str) -> np.ndarray:
     """The former rule: central differences (step 1e-6) of full `mj_forward`s over the nv
     position directions, each after `mj_resetData`, in one serial loop."""
-    m, eng = sim.model, sim._engine
+    m, eng = sim.model, sim.core.engine
     d = mujoco.MjData(m)
     qs = eng.layout.slice("qpos")
     out = np.empty((len(state), *getattr(d, name).shape, m.nv))
@@ -117,7 +117,7 @@ def forward_table() -> str:
             "forward": lambda: fwd(S),
             "analytic": lambda: jac(S),
             "host": lambda: _jacobians.forward_jacobian(
-                sim._engine, sim._qmap, S_np, U_np, ("geom_xpos",), sim.max_contacts
+                sim.core.engine, sim.core.qmap, S_np, U_np, ("geom_xpos",), sim.max_contacts
             ),
             "jvp": lambda: jvp(S),
             "contraction": lambda: contraction(eye, J0),
@@ -216,16 +216,16 @@ def rollout_table() -> str:
             # A rollout step's Jacobian with the warm start carried: n + nv directions (the
             # warm start's own), at the warm starts one environment step leaves.
             ndir = n + model.nv
-            warm = _warmstart.simulate(sim._engine, S, U, np.zeros((B, model.nv)), fs)
+            warm = _warmstart.simulate(sim.core.engine, S, U, np.zeros((B, model.nv)), fs)
             warm = np.ascontiguousarray(warm[:, -model.nv :])
             jac = lambda sim=sim, S=S, U=U, warm=warm, fs=fs: _warmstart.warm_step_jacobians(  # noqa: E731
-                sim._engine, sim._qmap, S, U, warm, fs, np.ones(len(S), bool)
+                sim.core.engine, sim.core.qmap, S, U, warm, fs, np.ones(len(S), bool)
             )
             what = f"{label}, rollout step (warm start carried)"
         else:
             ndir = n
             jac = lambda sim=sim, S=S, U=U, fs=fs: step_jacobians(  # noqa: E731
-                sim._engine, sim._qmap, S, U, fs
+                sim.core.engine, sim.core.qmap, S, U, fs
             )
             what = f"{label}, `step` (frame_skip {fs}, batched differences)"
         per_jac = (2 * ndir + 1) * fs

@@ -329,7 +329,7 @@ def test_warm_start_points_batched_equal_one_rollout_each(integrator, monkeypatc
     leaves), and both give NaN for a point MuJoCo warned on; so do the Jacobians."""
     model, frame_skip = few_iterations_pgs(integrator)
     sim, state, ctrls = on_the_ground(model, frame_skip, 3)
-    engine, rng = sim._engine, np.random.default_rng(4)
+    engine, rng = sim.core.engine, np.random.default_rng(4)
     P = 40
     states = np.repeat(state[None], P, axis=0)
     states[:, 1 : 1 + model.nq + model.nv] += 1e-3 * rng.standard_normal((P, model.nq + model.nv))
@@ -343,7 +343,7 @@ def test_warm_start_points_batched_equal_one_rollout_each(integrator, monkeypatc
     assert np.isfinite(batched[ok]).all()
     np.testing.assert_array_equal(batched[ok], per_point[ok])
 
-    args = (engine, sim._qmap, states[:3], u[:3], w[:3], frame_skip, np.ones(3, bool))
+    args = (engine, sim.core.qmap, states[:3], u[:3], w[:3], frame_skip, np.ones(3, bool))
     jac_batched = _warmstart.warm_step_jacobians(*args)
     monkeypatch.setattr(_batched, "ENABLED", False)
     jac_per_point = _warmstart.warm_step_jacobians(*args)

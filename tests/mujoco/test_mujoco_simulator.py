@@ -472,9 +472,9 @@ def test_the_closed_loops_own_callback_equals_the_generic_one(monkeypatch, x64):
     def broken(*args):
         raise RuntimeError("the engine broke")
 
-    monkeypatch.setattr(sim._engine, "step_into", broken)
-    monkeypatch.setattr(sim._engine, "step_one", broken)
-    monkeypatch.setattr(sim._engine, "stepper", lambda B, nstep, rank=2: broken)
+    monkeypatch.setattr(sim.core.engine, "step_into", broken)
+    monkeypatch.setattr(sim.core.engine, "step_one", broken)
+    monkeypatch.setattr(sim.core.engine, "stepper", lambda B, nstep, rank=2: broken)
     for f, args in (
         (jax.jit(jax.vmap(sim.step)), (S, U[0])),
         (jax.jit(sim.step), (S[0], U[0, 0])),

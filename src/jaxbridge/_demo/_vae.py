@@ -151,8 +151,8 @@ def stage(report: list[str], *, quick: bool, out: pathlib.Path) -> None:
     rng = np.random.default_rng(0)
     sim = Simulator.from_gymnasium("Humanoid-v5")
     # A timing wrapper around the engine that every MuJoCo call of `forward` goes through.
-    timer = _TimedEngine(sim._engine)
-    sim._engine = timer  # type: ignore[assignment]
+    timer = _TimedEngine(sim.core.engine)
+    sim.core.engine = timer  # type: ignore[assignment]
 
     start = time.perf_counter()
     data = _poses(sim, cfg, rng)

@@ -199,18 +199,15 @@ class Simulator:
         self._core.max_contacts = int(value)
 
     @property
-    def _engine(self) -> Engine:
-        # The host side; the demo swaps in a wrapper that times it, which the calls then use.
-        return self._core.engine
+    def core(self) -> SimCore:
+        """What this simulator's host calls read: its model, engine, qpos map and options.
 
-    @_engine.setter
-    def _engine(self, engine: Engine) -> None:
-        self._core.engine = engine
-
-    @property
-    def _qmap(self) -> QposMap:
-        # The map between qpos and tangent coordinates (benchmarks call the host side with it).
-        return self._core.qmap
+        For instrumentation and for benchmarks that call the host side directly (the demo
+        replaces `core.engine` with a wrapper that times MuJoCo's share of a run). The calls
+        read it on every call, so a replaced engine is the one they use. Its fields are
+        internal: they may change between releases.
+        """
+        return self._core
 
     # -- sizes and state -----------------------------------------------------------------
 
@@ -467,7 +464,7 @@ class Simulator:
         if isinstance(outputs, str):
             outputs = (outputs,)
         names = tuple(outputs)
-        self._engine.output_specs(names, self.max_contacts)  # unknown names fail here
+        self._core.engine.output_specs(names, self.max_contacts)  # unknown names fail here
         state, ctrl, _ = self._batch(state, ctrl, "forward")
         batch = jnp.broadcast_shapes(state.shape[:-1], ctrl.shape[:-1])
         state = jnp.broadcast_to(state, (*batch, self.nstate))
