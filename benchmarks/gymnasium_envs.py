@@ -1,4 +1,4 @@
-# ruff: noqa: E402 - the thread limit and the sys.path fix precede the imports
+# ruff: noqa: E402 - the thread limit precedes the imports
 """jaxbridge.gymnasium against raw MuJoCo, EnvPool and gymnasium, side by side in one run.
 
     python benchmarks/gymnasium_envs.py [--quick] [--rounds N] [--steps T]
@@ -37,15 +37,9 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
-
-# Run as a script, this file's folder comes first on sys.path and this file (gymnasium.py)
-# would shadow the gymnasium package: put the folder last, where `_util` is still found.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path = [p for p in sys.path if os.path.abspath(p or os.getcwd()) != _HERE] + [_HERE]
 
 import jax
 import jax.numpy as jnp
@@ -59,6 +53,7 @@ gymnasium = require("gymnasium", script="gymnasium_envs.py")
 mujoco = require("mujoco", script="gymnasium_envs.py")
 from mujoco import rollout as mj_rollout
 
+import jaxbridge.gymnasium as jbg
 from jaxbridge.mujoco import Simulator
 
 ENV_IDS = ("Hopper-v5", "Humanoid-v5")
@@ -85,7 +80,7 @@ class Case:
     """The rows of one environment id at one batch size: `T` steps each, from the same
     states and with the same actions where the row allows it."""
 
-    def __init__(self, env_id: str, B: int, T: int, jbg: Any, envpool: Any):
+    def __init__(self, env_id: str, B: int, T: int, envpool: Any):
         self.env_id, self.B, self.T = env_id, B, T
         self.fns: dict[str, Callable[[], Any]] = {}
         self.notes: list[str] = []
@@ -95,47 +90,43 @@ class Case:
         rng = np.random.default_rng(0)
         U = rng.uniform(low, high, (T, B, low.size))  # (T, B, nu)
 
-        if jbg is not None:
-            env = jbg.make(env_id)
-            states, _, _ = jax.vmap(env.reset)(jax.random.split(jax.random.key(0), B))
-            S0 = np.asarray(states.physics)
-            nobs = env.observation_space.shape[0]
+        env = jbg.make(env_id)
+        states, _, _ = jax.vmap(env.reset)(jax.random.split(jax.random.key(0), B))
+        S0 = np.asarray(states.physics)
+        nobs = env.observation_space.shape[0]
 
-            @jax.jit
-            def run_env(states, U):
-                def body(carry, u):
-                    s, obs_sum = carry
-                    s, obs, reward, terminated, truncated, _ = jax.vmap(env.step)(s, u)
-                    return (s, obs_sum + obs), (reward, terminated | truncated)
+        @jax.jit
+        def run_env(states, U):
+            def body(carry, u):
+                s, obs_sum = carry
+                s, obs, reward, terminated, truncated, _ = jax.vmap(env.step)(s, u)
+                return (s, obs_sum + obs), (reward, terminated | truncated)
 
-                return jax.lax.scan(body, (states, jnp.zeros((B, nobs))), U)
+            return jax.lax.scan(body, (states, jnp.zeros((B, nobs))), U)
 
-            @jax.jit
-            def run_auto(states, U, keys):
-                def body(carry, xs):
-                    s, obs_sum = carry
-                    u, k = xs
-                    s, obs, reward, terminated, truncated, _ = jax.vmap(env.autoreset_step)(s, u, k)
-                    return (s, obs_sum + obs), (reward, terminated | truncated)
+        @jax.jit
+        def run_auto(states, U, keys):
+            def body(carry, xs):
+                s, obs_sum = carry
+                u, k = xs
+                s, obs, reward, terminated, truncated, _ = jax.vmap(env.autoreset_step)(s, u, k)
+                return (s, obs_sum + obs), (reward, terminated | truncated)
 
-                return jax.lax.scan(body, (states, jnp.zeros((B, nobs))), (U, keys))
+            return jax.lax.scan(body, (states, jnp.zeros((B, nobs))), (U, keys))
 
-            U_j = jnp.asarray(U)
-            keys = jax.random.split(jax.random.key(1), (T, B))
-            self.fns[OURS] = lambda: run_env(states, U_j)
-            # Each round continues the episodes where the last one left them, as EnvPool's
-            # and gymnasium's rows do.
-            carry = [states]
+        U_j = jnp.asarray(U)
+        keys = jax.random.split(jax.random.key(1), (T, B))
+        self.fns[OURS] = lambda: run_env(states, U_j)
+        # Each round continues the episodes where the last one left them, as EnvPool's
+        # and gymnasium's rows do.
+        carry = [states]
 
-            def auto():
-                (carry[0], obs_sum), rest = run_auto(carry[0], U_j, keys)
-                return obs_sum, rest
+        def auto():
+            (carry[0], obs_sum), rest = run_auto(carry[0], U_j, keys)
+            return obs_sum, rest
 
-            self.fns[AUTO] = auto
-            final_ours = np.asarray(self.fns[OURS]()[0][0].physics)
-        else:
-            S0 = np.asarray(jax.vmap(lambda _: sim.initial_state())(jnp.arange(B)))
-            final_ours = None
+        self.fns[AUTO] = auto
+        final_ours = np.asarray(self.fns[OURS]()[0][0].physics)
 
         # The floor: one rollout of all T * frame_skip physics steps, the controls held.
         model = sim.model
@@ -149,12 +140,11 @@ class Case:
             return out
 
         self.fns[FLOOR] = floor
-        if final_ours is not None:
-            same = np.array_equal(floor()[:, -1], final_ours)
-            self.notes.append(
-                f"{env_id} B={B}: jaxbridge.gymnasium's final states "
-                f"{'equal' if same else 'DIFFER FROM'} the floor's bit for bit"
-            )
+        same = np.array_equal(floor()[:, -1], final_ours)
+        self.notes.append(
+            f"{env_id} B={B}: jaxbridge.gymnasium's final states "
+            f"{'equal' if same else 'DIFFER FROM'} the floor's bit for bit"
+        )
 
         if envpool is not None:
             pool = envpool.make(
@@ -247,13 +237,12 @@ def main() -> None:
     args = parser.parse_args()
     batches = tuple(args.batch) if args.batch else (16,) if args.quick else (16, 64)
     rounds = args.rounds or (1 if args.quick else 5)
-    jbg = peer("jaxbridge.gymnasium", rows=f"the {OURS} rows")
     envpool = peer("envpool", rows=f"the {ENVPOOL} rows")
     cases = []
     for env_id in ENV_IDS:
         T = args.steps or (10 if args.quick else 100 if env_id.startswith("Humanoid") else 200)
         for B in batches:
-            cases.append(Case(env_id, B, T, jbg, envpool))
+            cases.append(Case(env_id, B, T, envpool))
     nthread = cases[0].nthread
     rate, cpu_rate = measure(cases, rounds)
     columns = [(c.env_id, c.B) for c in cases]
