@@ -275,11 +275,11 @@ def timed_engine(sim: Simulator) -> list[TimedCall]:
     call) in timers: `mujoco.rollout`'s, and the `Batch.step` C call of each batch `mujoco.batch`
     steps them on."""
     timers = []
-    for _, exact in sim._engine._steppers.values():
+    for _, exact in sim.core.engine._steppers.values():
         if exact is not None:
             exact.step = TimedCall(exact.step)
             timers.append(exact.step)
-    for w in sim._engine._free:
+    for w in sim.core.engine._free:
         w.serial = TimedRollout(w.serial)
         timers.append(w.serial.rollout)
         if w.pool is not None:
@@ -313,10 +313,10 @@ def bench_closed_loop(model, variant, B, fs, nthread, T, rounds):
         return jax.lax.scan(lambda s, u: (noop(s, u), None), S, U)[0]
 
     raw = RawPerStep(model, B, fs, sim.nthread, pool=B > 1 and sim.nthread > 1)
-    same = RawPerStep(model, B, fs, sim.nthread, pool=sim._engine.uses_pool(B, fs))
+    same = RawPerStep(model, B, fs, sim.nthread, pool=sim.core.engine.uses_pool(B, fs))
     raw_batch = RawBatchPerStep(model, B, fs, sim.nthread) if has_batch() else None
     # jaxbridge steps a call that goes to the pool on mujoco.batch's, where MuJoCo has it
-    path = "serial" if not sim._engine.uses_pool(B, fs) else "batch" if raw_batch else "pool"
+    path = "serial" if not sim.core.engine.uses_pool(B, fs) else "batch" if raw_batch else "pool"
     if path == "batch":
         same = raw_batch
     datas = [mujoco.MjData(model) for _ in range(max(sim.nthread, 1))]
@@ -335,7 +335,7 @@ def bench_closed_loop(model, variant, B, fs, nthread, T, rounds):
             state=out_long[:, : n * fs] if n == T else np.empty((B, n * fs, sim.nstate)),
         )
 
-    threads = sim.nthread if sim._engine.uses_pool(B, fs) else 1
+    threads = sim.nthread if sim.core.engine.uses_pool(B, fs) else 1
     hand = HandWritten(model, S.shape, fs, threads, timed=False) if has_batch() else None
     hand_timed = HandWritten(model, S.shape, fs, threads, timed=True) if has_batch() else None
     step_only = (
