@@ -26,7 +26,7 @@ that a closed loop's steps cost one copy in, MuJoCo's steps and one copy out.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -75,6 +75,9 @@ _DYNAMIC_PREFIXES = ("efc_", "iefc_", "map_efc2iefc", "map_iefc2efc", "island_",
 # The inputs a JVP does not differentiate in: a clock and switches.
 _CONSTANT_INPUTS = ("time", "eq_active")
 
+#: `each_row(i, d)`: reads what a caller needs of row `i`'s `MjData` `d` after a call.
+EachRow = Callable[[int, Any], None]
+
 #: The most rows one batch call steps in `FieldSteps.step` (a Jacobian's points); fewer are
 #: padded to a power of two, so that the batch sizes a Jacobian meets are few, each made once.
 CHUNK = 256
@@ -113,8 +116,14 @@ class FieldSteps:
         nstep: `mj_step` calls per call (ignored by `forward`).
         nthread: the batch's threads; None for the CPUs this process may use.
         persistent: keep one `MjData` a row (`mujoco.batch`'s `persistent=True`), so that
-            `FieldRows.load` can read a row's whole `MjData` after a call (its contacts, its
-            constraint rows). Implied by an output of `RNE_FIELDS`.
+            `FieldRows.load` and `step(each_row=...)` can read a row's whole `MjData` after a
+            call (its contacts, its constraint rows). Implied by an output of `RNE_FIELDS`
+            (with `post_constraint`).
+        post_constraint: outputs of `RNE_FIELDS` come from a pass of `mj_rnePostConstraint`
+            after the steps (True, gymnasium's fields), or, False, as the steps leave them in
+            the `MjData` (MuJoCo computes them inside a step only for acceleration sensors;
+            otherwise they keep their values from before the call: what `mjx.put_data` of an
+            `mj_step`ped `MjData` holds).
 
     Raises:
         ValueError: an unknown or duplicated field, overlapping inputs, or `nstep < 1`.
@@ -142,6 +151,7 @@ class FieldSteps:
         *,
         nthread: int | None = None,
         persistent: bool = False,
+        post_constraint: bool = True,
     ):
         try:
             from mujoco import batch  # noqa: F401
@@ -194,7 +204,7 @@ class FieldSteps:
                 shape, dtype = self._derived_spec(data, name)
             self.out_shapes.append(shape)
             self.out_dtypes.append(dtype)
-        self.rne = tuple(n for n in self.outputs if n in RNE_FIELDS)
+        self.rne = tuple(n for n in self.outputs if n in RNE_FIELDS) if post_constraint else ()
         # `cfrc_ext` is the contacts' forces, plus applied forces and equality constraints':
         # with neither, a row without contacts has none, and needs no pass.
         self.rne_in_contact = (
@@ -254,20 +264,30 @@ class FieldSteps:
         return [make((B, *s), d) for s, d in zip(self.out_shapes, self.out_dtypes)]
 
     def _chunked(
-        self, ins: Sequence[np.ndarray], forward: bool, exact: bool = False
+        self,
+        ins: Sequence[np.ndarray],
+        forward: bool,
+        exact: bool = False,
+        each_row: EachRow | None = None,
     ) -> list[np.ndarray]:
         B = ins[0].shape[0] if ins else 1
         outs = self._new_outputs(B)
         for lo, hi, size in _chunks(B, exact):
             part = [_pad(a[lo:hi], size) for a in ins]
             got = outs if size == B else self._new_outputs(size)
-            self.rows(size, forward).run(part, got)
+            rows = self.rows(size, forward)
+            if each_row is None:
+                rows.run(part, got)
+            else:
+                rows.run_each(part, got, each_row, lo, hi - lo)
             if got is not outs:
                 for o, g in zip(outs, got):
                     o[lo:hi] = g[: hi - lo]
         return outs
 
-    def step(self, *ins: np.ndarray, exact: bool = False) -> list[np.ndarray]:
+    def step(
+        self, *ins: np.ndarray, exact: bool = False, each_row: EachRow | None = None
+    ) -> list[np.ndarray]:
         """`nstep` calls of `mj_step` from each of `B` rows of inputs.
 
         Args:
@@ -275,15 +295,22 @@ class FieldSteps:
                 C-contiguous, or converted).
             exact: step a batch of exactly `B` rows (up to `CHUNK`); by default fewer rows
                 are padded to a power of two (a Jacobian's points, whose number varies).
+            each_row: `each_row(i, d)`, called for each row `i` after the steps with an
+                `MjData` `d` holding that row's whole `MjData` as they left it (its contacts
+                and constraint rows: fields of no fixed shape), to read what it needs from
+                `d` before the next call; a persistent `FieldSteps`' only.
 
         Returns:
             One new `(B, *shape)` array per output field, in `outputs` order.
         """
-        return self._chunked(self._checked(ins), False, exact)
+        return self._chunked(self._checked(ins), False, exact, each_row)
 
-    def forward(self, *ins: np.ndarray, exact: bool = False) -> list[np.ndarray]:
-        """`mj_forward` at each of `B` rows of inputs; the outputs as `step`'s."""
-        return self._chunked(self._checked(ins), True, exact)
+    def forward(
+        self, *ins: np.ndarray, exact: bool = False, each_row: EachRow | None = None
+    ) -> list[np.ndarray]:
+        """`mj_forward` at each of `B` rows of inputs; the outputs (and `each_row`) as
+        `step`'s."""
+        return self._chunked(self._checked(ins), True, exact, each_row)
 
     def forward_where(self, where: np.ndarray, *ins: np.ndarray) -> list[np.ndarray]:
         """`forward` of the rows where `(B,)` `where` is set (an autoreset's new episodes);
@@ -361,7 +388,7 @@ class FieldRows:
                 cols = _as_slice(_columns(model, STATE_FIELDS[name]))
                 view = self.rows[:, cols].reshape(B, *shape) if isinstance(cols, slice) else None
                 self.sources.append(view)
-            elif name in RNE_FIELDS:
+            elif name in steps.rne:
                 self.sources.append(None)
             else:
                 self.sources.append(batch.bind(name))
@@ -369,8 +396,8 @@ class FieldRows:
             _as_slice(_columns(model, STATE_FIELDS[n])) if n in STATE_FIELDS else None
             for n in steps.outputs
         ]
-        self.rne_slots = [i for i, n in enumerate(steps.outputs) if n in RNE_FIELDS]
-        self.data: Any = mujoco.MjData(model) if steps.rne else None
+        self.rne_slots = [i for i, n in enumerate(steps.outputs) if n in steps.rne]
+        self.data: Any = mujoco.MjData(model) if steps.persistent else None
         self.rne_views = [getattr(self.data, steps.outputs[i]) for i in self.rne_slots]
         self.ncon = batch.bind("ncon") if steps.rne_in_contact else None
         self.nstep = steps.nstep
@@ -396,6 +423,29 @@ class FieldRows:
                 "`FieldSteps` with persistent=True to read a row's whole `MjData`."
             )
         self.native.get_data(i, d)
+
+    def run_each(
+        self,
+        ins: Sequence[np.ndarray],
+        outs: Sequence[np.ndarray],
+        each_row: EachRow,
+        first: int = 0,
+        n: int | None = None,
+    ) -> None:
+        """`run`, then `each_row(first + i, d)` for the first `n` rows (all by default), `d`
+        holding row `i`'s `MjData` as the call left it; under the lock, so that no other
+        call comes in between."""
+        if not self.steps.persistent:
+            raise ValueError(
+                "`FieldSteps.step(each_row=...)`: this batch shares its `MjData`s between "
+                "rows; make the `FieldSteps` with persistent=True to read a row's `MjData`."
+            )
+        with self.lock:
+            self._run(ins, outs, None)
+            d, get = self.data, self.native.get_data
+            for i in range(self.B if n is None else n):
+                get(i, d)
+                each_row(first + i, d)
 
     def _run(self, ins, outs, ids) -> None:
         B = self.B

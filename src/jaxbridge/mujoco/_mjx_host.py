@@ -1,40 +1,36 @@
-"""The host side of `jaxbridge.mujoco.mjx`: mjx.Data leaves in, leaves out, by `mujoco.batch`.
+"""The host side of `jaxbridge.mujoco.mjx`: mjx.Data leaves in, leaves out, on the engine's
+field calls (`_fields.FieldSteps`).
 
-`Calls.run(kind, inputs, live)` takes the `(B, *shape)` input leaves of `B` simulations (the
-`mjSTATE_INTEGRATION` state, `_mjx_data.INPUTS`), writes them into the rows of one
-`mujoco.batch.Batch`, runs `mj_step` (`kind="step"`) or `mj_forward` on all of them in one C
-call on MuJoCo's thread pool, and returns the live output leaves (`live`: their indices in the
-Layout) in MJX's shapes and float64: the state from the rows, the derived fields from the
-batch's bound arrays (copied in C, on its threads), the dense forms of `M`, `qLD`, the actuator
-moments and the tendon Jacobian converted in NumPy, and, only where the contact list or the
-constraint rows are live, each simulation's contacts and rows from its own `MjData` (a
-persistent batch), placed in MJX's fixed slots as `mjx.put_data` places them.
+`Calls.run(kind, inputs, live, B)` takes the `(B, *shape)` input leaves of `B` simulations (the
+`mjSTATE_INTEGRATION` state, `_mjx_data.INPUTS`), runs `mj_step` (`kind="step"`) or
+`mj_forward` on all of them in one field call of the engine (`FieldSteps`: one `mujoco.batch`
+call on MuJoCo's threads, in C), and returns the live output leaves (`live`: their indices in
+the Layout) in MJX's shapes and float64. Each set of live leaves has its own `FieldSteps`, whose
+outputs are the `MjData` fields those leaves need, and no others: the state and the derived
+fields as they are, the dense forms of `M`, `qLD`, the actuator moments and the tendon Jacobian
+converted in NumPy from their sparse fields, and, only where the contact list or the constraint
+rows are live, each simulation's contacts and rows read from its own `MjData` (a persistent
+`FieldSteps`, `each_row`), placed in MJX's fixed slots as `mjx.put_data` places them.
 
-A batch serves one call at a time (XLA may run two host calls at once): each is taken from a
-free list for the call and put back after.
-
-Interim: this file is the mjx front end's own use of `mujoco.batch` until the engine's
-"named `MjData` fields in, named fields out" call lands in `jaxbridge/mujoco/`; it then becomes
-the conversion layer on it (the lead has been told).
+This module is the conversion between MJX's layout and `MjData`'s; MuJoCo runs in `_fields`.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from . import _mjx_data as L
+from ._fields import FieldSteps
 from ._model import mj
 
 __all__ = ["Calls"]
 
 mujoco: Any = mj
-_NONE = int(mujoco.mjtStage.mjSTAGE_NONE)
-_ACC = int(mujoco.mjtStage.mjSTAGE_ACC)
 _CONTACT_FIELDS = (
     "dist",
     "pos",
@@ -67,33 +63,12 @@ def _sparse_index(rownnz: np.ndarray, rowadr: np.ndarray, colind: np.ndarray):
     return rows, np.asarray(colind)[k].astype(np.intp), k
 
 
-class _Rows:
-    """One batch of `B` simulations and the bound arrays a set of live leaves reads."""
+@dataclass(frozen=True)
+class _Plan:
+    """One kind of call at one set of live leaves: the field call and what it reads."""
 
-    def __init__(self, calls: Calls, B: int, live: frozenset[int]):
-        from mujoco import batch as mj_batch
-
-        layout = calls.layout
-        self.per_row = any(layout.leaves[i].kind == L.ROWS for i in live)
-        batch = mj_batch.Batch(calls.model, B, calls.nthread, persistent=self.per_row)
-        batch.set_models(calls.model)  # the caller's model: an edit of it is seen
-        batch.reset(stage=_NONE)
-        self.batch = batch
-        self.state = batch.state
-        names = {layout.leaves[i].name for i in live if layout.leaves[i].kind == L.BOUND}
-        dense = {layout.leaves[i].name for i in live if layout.leaves[i].kind == L.DENSE}
-        if dense & {"M", "qLD", "qLDiagInv"}:
-            names.add("M")
-            if calls.sparse:
-                names |= {"qLD", "qLDiagInv"}
-        if "actuator_moment" in dense:
-            names |= {"actuator_moment", "moment_rownnz", "moment_rowadr", "moment_colind"}
-        if "ten_J" in dense:
-            names.add("ten_J")
-        if "solver_niter" in dense:
-            names.add("solver_niter")
-        self.bound = {n: batch.bind(n) for n in sorted(names)}
-        self.data: Any = mujoco.MjData(calls.model) if self.per_row else None
+    steps: FieldSteps
+    per_row: bool  # contacts or constraint rows are live: read from each row's MjData
 
 
 class Calls:
@@ -104,7 +79,6 @@ class Calls:
 
         self.model = model
         self.layout = layout
-        self.nthread = max(1, len(os.sched_getaffinity(0)))
         self.sparse = bool(support.is_sparse(model))
         self.nv = int(model.nv)
         impl = template._impl
@@ -118,73 +92,99 @@ class Calls:
             self.ten_index = _sparse_index(
                 model.ten_J_rownnz, model.ten_J_rowadr, model.ten_J_colind
             )
-        self._free: dict[tuple[int, frozenset[int]], list[_Rows]] = {}
+        self.inputs = tuple(name for name, _ in L.INPUTS)
+        self._plans: dict[tuple[str, frozenset[int]], _Plan] = {}
         self._lock = threading.Lock()
 
-    def _take(self, B: int, live: frozenset[int]) -> _Rows:
-        with self._lock:
-            free = self._free.setdefault((B, live), [])
-            if free:
-                return free.pop()
-            if len(self._free) > 32:
-                self._free.clear()
-                free = self._free.setdefault((B, live), [])
-        return _Rows(self, B, live)
+    def _fields(self, live: frozenset[int]) -> tuple[str, ...]:
+        """The `MjData` fields the live leaves are made from."""
+        leaves = self.layout.leaves
+        names: set[str] = set()
+        for i in live:
+            leaf = leaves[i]
+            if leaf.kind in (L.STATE, L.BOUND):
+                names.add(leaf.name)
+            elif leaf.kind == L.DENSE:
+                if leaf.name in ("M", "qLD", "qLDiagInv"):
+                    names.add("M")
+                    if self.sparse:
+                        names |= {"qLD", "qLDiagInv"}
+                elif leaf.name == "actuator_moment":
+                    names |= {"actuator_moment", "moment_rownnz", "moment_rowadr"}
+                    names.add("moment_colind")
+                else:  # ten_J, solver_niter
+                    names.add(leaf.name)
+        return tuple(sorted(names))
 
-    def _give(self, B: int, live: frozenset[int], rows: _Rows) -> None:
-        with self._lock:
-            self._free.setdefault((B, live), []).append(rows)
+    def _plan(self, kind: str, live: frozenset[int]) -> _Plan:
+        key = (kind, live)
+        plan = self._plans.get(key)
+        if plan is None:
+            per_row = any(self.layout.leaves[i].kind == L.ROWS for i in live)
+            steps = FieldSteps(
+                self.model,
+                self.inputs,
+                self._fields(live),
+                persistent=per_row,
+                post_constraint=False,  # cacc, cfrc_*: as mj_step leaves them
+            )
+            plan = _Plan(steps, per_row)
+            with self._lock:
+                if len(self._plans) > 64:
+                    self._plans.clear()
+                plan = self._plans.setdefault(key, plan)
+        return plan
 
     def run(
-        self, kind: str, inputs: dict[str, np.ndarray], live: Sequence[int], B: int
+        self,
+        kind: str,
+        inputs: dict[str, np.ndarray],
+        live: Sequence[int],
+        B: int,
+        exact: bool = True,
     ) -> list[np.ndarray]:
-        """The live leaves after `kind` ("step" or "forward") from `(B, *shape)` inputs."""
-        key = frozenset(live)
-        rows = self._take(B, key)
-        try:
-            return self._run(rows, kind, inputs, live, B)
-        finally:
-            self._give(B, key, rows)
+        """The live leaves after `kind` ("step" or "forward") from `(B, *shape)` inputs.
 
-    def _run(self, r: _Rows, kind, inputs, live, B) -> list[np.ndarray]:
-        layout = self.layout
-        r.state[:] = layout.rows(inputs, B)
-        if kind == "step":
-            r.batch.step(None, 1, _NONE)
-        else:
-            r.batch.forward(None, _ACC)
+        `exact`: one batch of exactly `B` rows (a step's); False pads a Jacobian's points to
+        the few batch sizes `FieldSteps` keeps."""
+        plan = self._plan(kind, frozenset(live))
+        steps, layout = plan.steps, self.layout
+        ins = [inputs[n] for n in self.inputs]
+        per_row: dict[str, np.ndarray] = {}
+        each = None
+        if plan.per_row:
+            per_row = self._new_rows(B)
+            each = lambda i, d: self._read_row(d, per_row, i)  # noqa: E731
+        call = steps.forward if kind == "forward" else steps.step
+        values = dict(zip(steps.outputs, call(*ins, exact=exact, each_row=each)))
         dense: dict[str, np.ndarray] = {}
-        per_row = self._per_row(r, B) if r.per_row else {}
         outs = []
         for i in live:
             leaf = layout.leaves[i]
-            shape = (B, *leaf.shape)
-            if leaf.kind == L.STATE:
-                value = r.state[:, layout.columns[leaf.name]]
-            elif leaf.kind == L.BOUND:
-                value = r.bound[leaf.name]
+            if leaf.kind in (L.STATE, L.BOUND):
+                value = values[leaf.name]
             elif leaf.kind == L.DENSE:
                 if not dense:
-                    dense = self._dense(r, B)
+                    dense = self._dense(values, B)
                 value = dense[leaf.name]
             elif leaf.kind == L.ROWS:
                 value = per_row[leaf.path]
             else:
                 raise AssertionError(f"{leaf.path} is not made by a call")
-            outs.append(np.array(value).reshape(shape))
+            outs.append(value.reshape(B, *leaf.shape))
         return outs
 
     # -- conversions as mjx.put_data makes them ---------------------------------------------
 
-    def _dense(self, r: _Rows, B: int) -> dict[str, np.ndarray]:
+    def _dense(self, b: dict[str, np.ndarray], B: int) -> dict[str, np.ndarray]:
+        """The dense leaves from the fields `b` of the call (`(B, ...)` each)."""
         nv, out = self.nv, {}
-        b = r.bound
         if "M" in b:
             rows, cols, k = self.m_index
             if self.sparse:
-                out["M"] = b["M"].copy()
-                out["qLD"] = b["qLD"].copy()
-                out["qLDiagInv"] = b["qLDiagInv"].copy()
+                out["M"] = b["M"]
+                out["qLD"] = b["qLD"]
+                out["qLDiagInv"] = b["qLDiagInv"]
             else:
                 M = np.zeros((B, nv, nv))
                 M[:, rows, cols] = b["M"][:, k]
@@ -208,65 +208,65 @@ class Calls:
                 ten[:, rows, cols] = b["ten_J"][:, k]
             out["ten_J"] = ten
         if "solver_niter" in b:
-            out["solver_niter"] = b["solver_niter"][:, 0].copy()
+            out["solver_niter"] = b["solver_niter"][:, 0]
         return out
 
-    def _per_row(self, r: _Rows, B: int) -> dict[str, np.ndarray]:
-        ncon, nefc, nv = len(self.dim), self.nefc, self.nv
-        out = {f"_impl.contact.{n}": [] for n in _CONTACT_FIELDS}
-        out |= {f"_impl.{n}": [] for n in _EFC_FIELDS}
-        for j in range(B):
-            d = r.batch.get_data(j, r.data)
-            c = d.contact
-            cmap = -np.ones(ncon, dtype=np.intp)
-            cdim = np.asarray(c.dim)
-            for v in np.unique(cdim):
-                slots = np.flatnonzero(self.dim == v)
-                got = np.flatnonzero(cdim == v)
-                if len(got) > len(slots):
-                    raise ValueError(
-                        f"`jaxbridge.mujoco.mjx`: {len(got)} contacts of condim {v}, but the "
-                        f"mjx.Data has {len(slots)} slots for them (as `mjx.put_data`, it "
-                        "cannot place the rest)."
-                    )
-                cmap[slots[: len(got)]] = got
-            filled = cmap >= 0
+    def _new_rows(self, B: int) -> dict[str, np.ndarray]:
+        """Zeroed `(B, *shape)` arrays of the contact and constraint-row leaves."""
+        leaves = self.layout.leaves
+        out = {}
+        for leaf in leaves:
+            if leaf.kind == L.ROWS:
+                out[leaf.path] = np.zeros((B, *leaf.shape))
+        out["_impl.contact.dist"][:] = 1e10  # an empty slot, as `mjx.put_data` fills it
+        return out
+
+    def _read_row(self, d: Any, out: dict[str, np.ndarray], j: int) -> None:
+        """Row `j` of the contact and constraint-row leaves from its `MjData` `d`."""
+        ncon, nv = len(self.dim), self.nv
+        c = d.contact
+        cmap = -np.ones(ncon, dtype=np.intp)
+        cdim = np.asarray(c.dim)
+        for v in np.unique(cdim):
+            slots = np.flatnonzero(self.dim == v)
+            got = np.flatnonzero(cdim == v)
+            if len(got) > len(slots):
+                raise ValueError(
+                    f"`jaxbridge.mujoco.mjx`: {len(got)} contacts of condim {v}, but the "
+                    f"mjx.Data has {len(slots)} slots for them (as `mjx.put_data`, it "
+                    "cannot place the rest)."
+                )
+            cmap[slots[: len(got)]] = got
+        filled = cmap >= 0
+        if filled.any():
             for n in _CONTACT_FIELDS:
                 src = np.asarray(getattr(c, n))
                 if n == "frame":
                     src = src.reshape(-1, 3, 3)
-                value = np.zeros((ncon, *src.shape[1:]), dtype=np.float64)
-                if n == "dist":
-                    value[:] = 1e10
-                value[filled] = src[cmap[filled]]
-                out[f"_impl.contact.{n}"].append(value)
-            if mujoco.mj_isSparse(self.model):
-                efc_j = np.zeros((int(d.nefc), nv))
-                mujoco.mju_sparse2dense(
-                    efc_j, d.efc_J, d.efc_J_rownnz, d.efc_J_rowadr, d.efc_J_colind
-                )
-            else:
-                efc_j = np.asarray(d.efc_J).reshape(-1, nv) if nv else np.zeros((0, 0))
-            starts_d = (0, int(d.ne), int(d.ne) + int(d.nf))
-            starts_m = (0, self.ne, self.ne + self.nf)
-            sizes = (int(d.ne), int(d.nf), int(d.nl))
-            for n in _EFC_FIELDS:
-                src = efc_j if n == "efc_J" else np.asarray(getattr(d, n))
-                value = np.zeros((nefc, nv)) if n == "efc_J" else np.zeros(nefc)
-                for a, b0, s in zip(starts_m, starts_d, sizes):
-                    value[a : a + s] = src[b0 : b0 + s]
-                for to, frm in enumerate(cmap):
-                    if frm < 0:
-                        continue
-                    nrow = int(self.dim[to])
-                    if nrow > 1 and self.pyramidal:
-                        nrow = (nrow - 1) * 2
-                    i_from, i_to = int(c.efc_address[frm]), int(self.efc_address[to])
-                    if i_from < 0:
-                        continue
-                    value[i_to : i_to + nrow] = src[i_from : i_from + nrow]
-                out[f"_impl.{n}"].append(value)
-        return {k: np.stack(v) for k, v in out.items()}
+                out[f"_impl.contact.{n}"][j][filled] = src[cmap[filled]]
+        if mujoco.mj_isSparse(self.model):
+            efc_j = np.zeros((int(d.nefc), nv))
+            mujoco.mju_sparse2dense(efc_j, d.efc_J, d.efc_J_rownnz, d.efc_J_rowadr, d.efc_J_colind)
+        else:
+            efc_j = np.asarray(d.efc_J).reshape(-1, nv) if nv else np.zeros((0, 0))
+        starts_d = (0, int(d.ne), int(d.ne) + int(d.nf))
+        starts_m = (0, self.ne, self.ne + self.nf)
+        sizes = (int(d.ne), int(d.nf), int(d.nl))
+        for n in _EFC_FIELDS:
+            src = efc_j if n == "efc_J" else np.asarray(getattr(d, n))
+            value = out[f"_impl.{n}"][j]
+            for a, b0, s in zip(starts_m, starts_d, sizes):
+                value[a : a + s] = src[b0 : b0 + s]
+            for to, frm in enumerate(cmap):
+                if frm < 0:
+                    continue
+                nrow = int(self.dim[to])
+                if nrow > 1 and self.pyramidal:
+                    nrow = (nrow - 1) * 2
+                i_from, i_to = int(c.efc_address[frm]), int(self.efc_address[to])
+                if i_from < 0:
+                    continue
+                value[i_to : i_to + nrow] = src[i_from : i_from + nrow]
 
 
 def _cho_factor(M: np.ndarray) -> np.ndarray:

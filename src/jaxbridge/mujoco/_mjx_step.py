@@ -17,7 +17,9 @@ under `jit`, `vmap` and `scan`.
 from __future__ import annotations
 
 import functools
+import math
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -26,15 +28,12 @@ import numpy as np
 
 import jaxbridge
 
+from . import _differences
 from . import _mjx_data as L
 from ._mjx_host import Calls
 from ._mjx_model import Resolved, resolve
 
 __all__ = ["forward", "step"]
-
-#: The difference step of the derivatives, relative to `max(|x|, 1)`: rounding (MuJoCo computes
-#: in float64) stays near 1e-9 of a value, and few differences reach over a contact change.
-STEP = 1e-7
 
 WRONG_DATA = (
     "`jaxbridge.mujoco.mjx.{api}(model, data)`: `data` is not an mjx.Data of this model "
@@ -71,40 +70,100 @@ class _Model:
             out.append(i)
         return out
 
-    def _host(self, kind: str) -> Any:
+    def _host(self, kind: str) -> tuple[list[int], Any]:
+        """The leaves a call makes, and the JAX function of the input leaves that makes them:
+        one host call (with `used_outputs`, so that it computes only the leaves the program
+        reads), differentiated by `_differences.jacobian` (a second host call, which
+        differences only the leaves whose tangents the program reads)."""
         layout, calls = self.layout, self.calls
         live = self.computed(kind)
         names = [name for name, _ in L.INPUTS]
         leaves = layout.leaves
+        shapes = [leaves[layout.index[n]].shape for n in names]
+        floats = [k for k, i in enumerate(live) if leaves[i].dtype.kind == "f"]
+        sizes = [math.prod(leaves[live[k]].shape) for k in floats]
+        diff = [j for j, n in enumerate(names) if n in L.DIFFERENTIATED]
+        nin = sum(math.prod(shapes[j]) for j in diff)
+
+        def flat_inputs(arrays: Sequence[np.ndarray]) -> tuple[tuple[int, ...], int, dict]:
+            lead = tuple(arrays[0].shape)  # `time` is a scalar leaf: its shape is the batch
+            B = math.prod(lead)
+            inputs = {
+                n: np.asarray(a, dtype=np.float64).reshape(B, *s)
+                for n, a, s in zip(names, arrays, shapes)
+            }
+            return lead, B, inputs
 
         def result(*args: Any) -> list[jax.ShapeDtypeStruct]:
-            lead = args[0].shape  # `time` is a scalar leaf: its shape is the batch
+            lead = args[0].shape
             return [
                 jax.ShapeDtypeStruct((*lead, *leaves[i].shape), _dtype(leaves[i].dtype))
                 for i in live
             ]
 
-        def mjx_host(*arrays: np.ndarray) -> list[np.ndarray]:
-            lead = arrays[0].shape
-            B = int(np.prod(lead))
-            inputs = {
-                n: np.asarray(a, dtype=np.float64).reshape(B, *leaves[layout.index[n]].shape)
-                for n, a in zip(names, arrays)
-            }
-            outs = calls.run(kind, inputs, live, B)
+        def mjx_host(*arrays: np.ndarray, used_outputs: Any = None) -> list[Any]:
+            lead, B, inputs = flat_inputs(arrays)
+            flags = [True] * len(live) if used_outputs is None else list(used_outputs)
+            used = [i for i, u in zip(live, flags) if u]
+            got = dict(zip(used, calls.run(kind, inputs, used, B)))
             return [
-                o.reshape((*lead, *leaves[i].shape)).astype(leaves[i].dtype, copy=False)
-                for o, i in zip(outs, live)
+                got[i].reshape((*lead, *leaves[i].shape)).astype(leaves[i].dtype, copy=False)
+                if u
+                else None
+                for i, u in zip(live, flags)
             ]
 
+        def jac_result(*args: Any) -> list[jax.ShapeDtypeStruct]:
+            lead = args[0].shape
+            return [jax.ShapeDtypeStruct((*lead, n, nin), args[1].dtype) for n in sizes]
+
+        def mjx_jacobian(*arrays: np.ndarray, used_outputs: Any = None) -> list[Any]:
+            lead, B, inputs = flat_inputs(arrays)
+            flags = [True] * len(floats) if used_outputs is None else list(used_outputs)
+            want = [live[k] for k, u in zip(floats, flags) if u]
+            x = np.concatenate([inputs[names[j]].reshape(B, -1) for j in diff], axis=1)
+            bounds = np.cumsum([0, *(math.prod(shapes[j]) for j in diff)])
+
+            def evaluate(points: np.ndarray, rows: np.ndarray) -> np.ndarray:
+                ins = {n: v[rows] for n, v in inputs.items()}  # copies
+                for j, lo, hi in zip(diff, bounds[:-1], bounds[1:]):
+                    ins[names[j]] = points[:, lo:hi].reshape(len(rows), *shapes[j])
+                outs = calls.run(kind, ins, want, len(rows), exact=False)
+                pieces = [o.reshape(len(rows), -1) for o in outs]
+                return np.concatenate(pieces, axis=1) if pieces else np.empty((len(rows), 0))
+
+            J = _differences.jacobian(evaluate, x) if want else np.zeros((B, 0, nin))
+            out: list[Any] = []
+            start = 0
+            for n, u in zip(sizes, flags):
+                if u:
+                    out.append(J[:, start : start + n].reshape((*lead, n, nin)))
+                    start += n
+                else:
+                    out.append(None)
+            return out
+
         mjx_host.__name__ = mjx_host.__qualname__ = f"mjx_{kind}"
-        fn = jaxbridge.host(
-            mjx_host,
-            vmap="vectorized",
-            result=result,
-            derivative=jaxbridge.FiniteDifferences(step=STEP),
-        )
-        return live, fn
+        mjx_jacobian.__name__ = mjx_jacobian.__qualname__ = f"mjx_{kind}_jacobian"
+        host = jaxbridge.host(mjx_host, vmap="vectorized", result=result, used_outputs=True)
+        jac = jaxbridge.host(mjx_jacobian, vmap="vectorized", result=jac_result, used_outputs=True)
+
+        @jax.custom_jvp
+        def call(*arrays: jax.Array) -> tuple[jax.Array, ...]:
+            return tuple(host(*arrays))
+
+        @call.defjvp
+        def call_jvp(primals: tuple, tangents: tuple) -> tuple[tuple, tuple]:
+            out = tuple(host(*primals))
+            Js = jax.lax.stop_gradient(jac(*primals))
+            dtype = primals[1].dtype
+            dx = jnp.concatenate([jnp.ravel(tangents[j]).astype(dtype) for j in diff])
+            douts: list[Any] = [np.zeros(o.shape, jax.dtypes.float0) for o in out]
+            for k, J in zip(floats, Js):
+                douts[k] = (J @ dx).reshape(out[k].shape).astype(out[k].dtype)
+            return out, tuple(douts)
+
+        return live, call
 
 
 def _dtype(dtype: np.dtype) -> Any:
