@@ -124,6 +124,12 @@ class FieldSteps:
             the `MjData` (MuJoCo computes them inside a step only for acceleration sensors;
             otherwise they keep their values from before the call: what `mjx.put_data` of an
             `mj_step`ped `MjData` holds).
+        model_fields: `MjModel` fields (`"body_mass"`, `"geom_friction"`, `"opt.timestep"`:
+            `mujoco.batch.MODEL_FIELDS`) whose values each row gives (`step(model_values=...)`,
+            `(B, *shape)` each in the `MjModel` field's shape): every row runs on the model
+            with its own values written into those fields (per-simulation fields of the
+            batch, no `mj_setConst`: the values as given). The other fields are the model's
+            as it was when the batch was made (edits made later are not seen).
 
     Raises:
         ValueError: an unknown or duplicated field, overlapping inputs, or `nstep < 1`.
@@ -152,6 +158,7 @@ class FieldSteps:
         nthread: int | None = None,
         persistent: bool = False,
         post_constraint: bool = True,
+        model_fields: Sequence[str] = (),
     ):
         try:
             from mujoco import batch  # noqa: F401
@@ -213,6 +220,8 @@ class FieldSteps:
             and not seen & STATE_FIELDS["xfrc_applied"]
         )
         self.persistent = bool(persistent or self.rne)
+        self.model_fields = tuple(model_fields)
+        self.model_shapes = [_model_field_shape(model, f) for f in self.model_fields]
         self._rows: dict[tuple[int, bool], FieldRows] = {}
         self._lock = threading.Lock()
 
@@ -269,24 +278,31 @@ class FieldSteps:
         forward: bool,
         exact: bool = False,
         each_row: EachRow | None = None,
+        model_values: Sequence[np.ndarray] | None = None,
     ) -> list[np.ndarray]:
         B = ins[0].shape[0] if ins else 1
         outs = self._new_outputs(B)
+        values = self._model_values(model_values, B)
         for lo, hi, size in _chunks(B, exact):
             part = [_pad(a[lo:hi], size) for a in ins]
             got = outs if size == B else self._new_outputs(size)
             rows = self.rows(size, forward)
-            if each_row is None:
+            if each_row is None and values is None:
                 rows.run(part, got)
             else:
-                rows.run_each(part, got, each_row, lo, hi - lo)
+                mine = None if values is None else [_pad(v[lo:hi], size) for v in values]
+                rows.run_with(part, got, each_row, lo, hi - lo, mine)
             if got is not outs:
                 for o, g in zip(outs, got):
                     o[lo:hi] = g[: hi - lo]
         return outs
 
     def step(
-        self, *ins: np.ndarray, exact: bool = False, each_row: EachRow | None = None
+        self,
+        *ins: np.ndarray,
+        exact: bool = False,
+        each_row: EachRow | None = None,
+        model_values: Sequence[np.ndarray] | None = None,
     ) -> list[np.ndarray]:
         """`nstep` calls of `mj_step` from each of `B` rows of inputs.
 
@@ -299,18 +315,41 @@ class FieldSteps:
                 `MjData` `d` holding that row's whole `MjData` as they left it (its contacts
                 and constraint rows: fields of no fixed shape), to read what it needs from
                 `d` before the next call; a persistent `FieldSteps`' only.
+            model_values: one `(B, *shape)` array per `model_fields`: each row's values.
 
         Returns:
             One new `(B, *shape)` array per output field, in `outputs` order.
         """
-        return self._chunked(self._checked(ins), False, exact, each_row)
+        return self._chunked(self._checked(ins), False, exact, each_row, model_values)
 
     def forward(
-        self, *ins: np.ndarray, exact: bool = False, each_row: EachRow | None = None
+        self,
+        *ins: np.ndarray,
+        exact: bool = False,
+        each_row: EachRow | None = None,
+        model_values: Sequence[np.ndarray] | None = None,
     ) -> list[np.ndarray]:
-        """`mj_forward` at each of `B` rows of inputs; the outputs (and `each_row`) as
-        `step`'s."""
-        return self._chunked(self._checked(ins), True, exact, each_row)
+        """`mj_forward` at each of `B` rows of inputs; the outputs (and `each_row`,
+        `model_values`) as `step`'s."""
+        return self._chunked(self._checked(ins), True, exact, each_row, model_values)
+
+    def _model_values(self, values: Sequence[np.ndarray] | None, B: int) -> list[np.ndarray] | None:
+        if not self.model_fields:
+            if values:
+                raise ValueError("`FieldSteps`: model_values given, but no model_fields.")
+            return None
+        if values is None or len(values) != len(self.model_fields):
+            raise ValueError(
+                f"`FieldSteps`: {len(self.model_fields)} model_values {self.model_fields} "
+                "expected, one `(B, *shape)` array each."
+            )
+        out = []
+        for shape, v in zip(self.model_shapes, values):
+            v = np.asarray(v)
+            if v.shape[1:] != shape or v.shape[0] != B:
+                v = np.broadcast_to(v.reshape(-1, *shape), (B, *shape))
+            out.append(v)
+        return out
 
     def forward_where(self, where: np.ndarray, *ins: np.ndarray) -> list[np.ndarray]:
         """`forward` of the rows where `(B,)` `where` is set (an autoreset's new episodes);
@@ -338,6 +377,21 @@ class FieldSteps:
                 )
             out.append(a)
         return out
+
+
+def _model_field_shape(model: MjModel, name: str) -> tuple[int, ...]:
+    """The shape of `MjModel` field `name` (`"opt.timestep"` for an `MjOption` field), which
+    must be one that `mujoco.batch` can give values per simulation."""
+    from mujoco import batch
+
+    if name not in batch.MODEL_FIELDS:
+        raise ValueError(
+            f"`jaxbridge.mujoco` field call: the model field {name!r} cannot vary between "
+            "the simulations of one `mujoco.batch` call (not in `mujoco.batch.MODEL_FIELDS`); "
+            "make a model with the value written in instead."
+        )
+    value = getattr(model.opt, name[4:]) if name.startswith("opt.") else getattr(model, name)
+    return tuple(np.shape(value))
 
 
 def _chunks(B: int, exact: bool = False) -> list[tuple[int, int, int]]:
@@ -369,8 +423,14 @@ class FieldRows:
         model = steps.model
         self.steps, self.B, self.forward = steps, B, forward
         batch = mj_batch.Batch(model, B, steps.nthread, persistent=steps.persistent)
-        # The caller's model, so that an edit of it (a mass, `opt.timestep`) is seen here.
-        batch.set_models(model)
+        if steps.model_fields:
+            # Per-row model values: the batch's copy of the model, with those fields its own
+            # per simulation (caller models exclude them).
+            self.expanded = [batch.expand(f) for f in steps.model_fields]
+        else:
+            # The caller's model, so that an edit of it (a mass, `opt.timestep`) is seen here.
+            batch.set_models(model)
+            self.expanded = []
         batch.reset(stage=_NONE)
         self.batch = batch
         self.native = batch._b  # `Batch.step`'s C call, without its Python argument handling
@@ -424,24 +484,31 @@ class FieldRows:
             )
         self.native.get_data(i, d)
 
-    def run_each(
+    def run_with(
         self,
         ins: Sequence[np.ndarray],
         outs: Sequence[np.ndarray],
-        each_row: EachRow,
+        each_row: EachRow | None = None,
         first: int = 0,
         n: int | None = None,
+        model_values: Sequence[np.ndarray] | None = None,
     ) -> None:
-        """`run`, then `each_row(first + i, d)` for the first `n` rows (all by default), `d`
-        holding row `i`'s `MjData` as the call left it; under the lock, so that no other
-        call comes in between."""
-        if not self.steps.persistent:
+        """`run` on the rows' own values of `model_fields` (`(B, *shape)` each, written
+        where they changed since the last call), then `each_row(first + i, d)` for the first
+        `n` rows (all by default), `d` holding row `i`'s `MjData` as the call left it; under
+        the lock, so that no other call comes in between."""
+        if each_row is not None and not self.steps.persistent:
             raise ValueError(
                 "`FieldSteps.step(each_row=...)`: this batch shares its `MjData`s between "
                 "rows; make the `FieldSteps` with persistent=True to read a row's `MjData`."
             )
         with self.lock:
+            for view, v in zip(self.expanded, model_values or ()):
+                if not np.array_equal(view, v):
+                    view[...] = v
             self._run(ins, outs, None)
+            if each_row is None:
+                return
             d, get = self.data, self.native.get_data
             for i in range(self.B if n is None else n):
                 get(i, d)

@@ -93,7 +93,7 @@ class Calls:
                 model.ten_J_rownnz, model.ten_J_rowadr, model.ten_J_colind
             )
         self.inputs = tuple(name for name, _ in L.INPUTS)
-        self._plans: dict[tuple[str, frozenset[int]], _Plan] = {}
+        self._plans: dict[tuple[str, frozenset[int], tuple[str, ...]], _Plan] = {}
         self._lock = threading.Lock()
 
     def _fields(self, live: frozenset[int]) -> tuple[str, ...]:
@@ -116,8 +116,8 @@ class Calls:
                     names.add(leaf.name)
         return tuple(sorted(names))
 
-    def _plan(self, kind: str, live: frozenset[int]) -> _Plan:
-        key = (kind, live)
+    def _plan(self, kind: str, live: frozenset[int], model_fields: tuple[str, ...]) -> _Plan:
+        key = (kind, live, model_fields)
         plan = self._plans.get(key)
         if plan is None:
             per_row = any(self.layout.leaves[i].kind == L.ROWS for i in live)
@@ -127,6 +127,7 @@ class Calls:
                 self._fields(live),
                 persistent=per_row,
                 post_constraint=False,  # cacc, cfrc_*: as mj_step leaves them
+                model_fields=model_fields,
             )
             plan = _Plan(steps, per_row)
             with self._lock:
@@ -142,12 +143,16 @@ class Calls:
         live: Sequence[int],
         B: int,
         exact: bool = True,
+        model_fields: tuple[str, ...] = (),
+        model_values: Sequence[np.ndarray] | None = None,
     ) -> list[np.ndarray]:
         """The live leaves after `kind` ("step" or "forward") from `(B, *shape)` inputs.
 
         `exact`: one batch of exactly `B` rows (a step's); False pads a Jacobian's points to
-        the few batch sizes `FieldSteps` keeps."""
-        plan = self._plan(kind, frozenset(live))
+        the few batch sizes `FieldSteps` keeps. `model_fields`: MjModel fields (as
+        `mujoco.batch` names them) each row gives its own values of, `(B, *shape)` each in
+        `model_values` (domain randomisation)."""
+        plan = self._plan(kind, frozenset(live), tuple(model_fields))
         steps, layout = plan.steps, self.layout
         ins = [inputs[n] for n in self.inputs]
         per_row: dict[str, np.ndarray] = {}
@@ -156,7 +161,8 @@ class Calls:
             per_row = self._new_rows(B)
             each = lambda i, d: self._read_row(d, per_row, i)  # noqa: E731
         call = steps.forward if kind == "forward" else steps.step
-        values = dict(zip(steps.outputs, call(*ins, exact=exact, each_row=each)))
+        got = call(*ins, exact=exact, each_row=each, model_values=model_values)
+        values = dict(zip(steps.outputs, got))
         dense: dict[str, np.ndarray] = {}
         outs = []
         for i in live:

@@ -11,9 +11,13 @@ leaves) against them:
   model's fields: that model;
 - concrete leaves that differ (`mx.replace(body_mass=...)`): a copy of the registered model with
   every leaf written into it, made once per distinct content and kept;
-- traced leaves (the model an argument of `jit`, or batched under `vmap`): their values go to
-  the host with the call, which checks them against the registered model's and raises, naming
-  the field, where they differ (`Resolved.check`).
+- traced leaves (the model an argument of `jit`, or batched under `vmap`: Playground's domain
+  randomisation): their values go to the host with the call, which compares them with the
+  registered model's (`Resolved.varying`); the fields that differ in any simulation become
+  per-simulation fields of the batch (`_fields.FieldSteps(model_fields=...)`), each row run
+  on the model with its own values written in (as `mjx.put_model` of an `MjModel` with those
+  values would give, without `mj_setConst`). A field `mujoco.batch` cannot vary per
+  simulation (`stat.*`, MJX's own) raises, naming it.
 
 An mjx.Model whose structure no registered model has is refused with the fix; so are Warp and
 C (`impl="cpp"`) models.
@@ -57,8 +61,8 @@ AMBIGUOUS = (
 )
 FIELD_DIFFERS = (
     "`jaxbridge.mujoco.mjx`: the traced model's field `{field}` differs from the registered "
-    "MjModel's{where}. Model fields that vary under `vmap` or change inside `jit` (domain "
-    "randomisation) are not supported: close over the model (or write the new values into an "
+    "MjModel's{where}, and C MuJoCo's batch cannot give it per-simulation values (it is not "
+    "in `mujoco.batch.MODEL_FIELDS`). Close over the model (or write the new values into an "
     "MjModel and `register` it), so that each value has its own C model."
 )
 
@@ -120,8 +124,8 @@ class _Entry:
 
 @dataclass(frozen=True, eq=False)  # hashed by identity: a static argument
 class Resolved:
-    """An mjx.Model resolved to its MjModel; `traced` are the leaf indices whose values the
-    host must check (against `expected`, flattened), `names` every leaf's path."""
+    """An mjx.Model resolved to its MjModel; `traced` are the leaf indices whose values go to
+    the host (`expected`: the model's, flattened; see `varying`), `names` every leaf's path."""
 
     mj_model: Any
     traced: tuple[int, ...]
@@ -129,21 +133,49 @@ class Resolved:
     expected: np.ndarray
     sizes: tuple[int, ...]
 
-    def check(self, flat: np.ndarray) -> None:
-        """Raises, naming the field, where `(B, K)` traced leaf values differ from the model's."""
+    def varying(self, flat: np.ndarray) -> tuple[tuple[str, ...], list[np.ndarray]]:
+        """The model fields whose `(B, K)` traced leaf values differ from the model's in some
+        row (`mujoco.batch`'s names: `body_mass`, `opt.timestep`), and each one's `(B,
+        *shape)` float64 values in the MjModel field's shape: a row that holds the model's
+        own value (in the leaf's dtype) gets the MjModel's, unrounded. Raises, naming the
+        field, for one that cannot vary per simulation."""
         if flat.shape[-1] == 0 or np.array_equal(flat, np.broadcast_to(self.expected, flat.shape)):
-            return
+            return (), []
         rows = flat.reshape(-1, flat.shape[-1])
+        fields: list[str] = []
+        values: list[np.ndarray] = []
         start = 0
         for i, n in zip(self.traced, self.sizes):
             got, want = rows[:, start : start + n], self.expected[start : start + n]
             start += n
-            if not np.array_equal(got, np.broadcast_to(want, got.shape)):
-                where = ""
+            same = (got == want).all(axis=1)
+            if same.all():
+                continue
+            name = self.names[i]
+            where = _mj_attr(self.mj_model, name)
+            field = _batch_field(name)
+            current = None if where is None else getattr(*where)
+            if field is None or current is None or np.size(current) != n:
+                where_text = ""
                 if rows.shape[0] > 1:
-                    bad = int(np.flatnonzero((got != want).any(axis=1))[0])
-                    where = f" in batch element {bad}"
-                raise ValueError(FIELD_DIFFERS.format(field=self.names[i], where=where))
+                    where_text = f" in batch element {int(np.flatnonzero(~same)[0])}"
+                raise ValueError(FIELD_DIFFERS.format(field=name, where=where_text))
+            shape = np.shape(current)
+            own = np.asarray(current, dtype=np.float64).reshape(1, *shape)
+            given = got.reshape(-1, *shape)
+            fields.append(field)
+            values.append(np.where(same.reshape(-1, *([1] * len(shape))), own, given))
+        return tuple(fields), values
+
+
+def _batch_field(name: str) -> str | None:
+    """`mujoco.batch`'s name of the MjModel field a leaf path stands for, or None where it
+    cannot vary per simulation."""
+    from mujoco import batch
+
+    parts = name.split(".")
+    field = f"opt.{parts[-1]}" if parts[0] == "opt" else name
+    return field if field in batch.MODEL_FIELDS else None
 
 
 _lock = threading.Lock()

@@ -5,18 +5,21 @@ The JAX side of `jaxbridge.mujoco.mjx`. A call resolves the `mjx.Model` to its `
 structure, shapes and dtypes are those `mjx.make_data` gives it), and makes ONE host call
 (`jaxbridge.host`, `vmap="vectorized"`: a `vmap` of it, nested or not, is one `mujoco.batch`
 call for the whole batch) whose inputs are the Data's `mjSTATE_INTEGRATION` leaves and whose
-outputs are every leaf a step makes (`_mjx_host.Calls`). The leaves no call changes (controls,
-applied forces, mocap poses, `eq_active`, userdata, MJX's `efc_type`) are the input's own
-arrays, and so are the entries MuJoCo leaves as they were (`_mjx_data.Layout`).
+outputs are the leaves a step makes (`_mjx_host.Calls`, on the engine's `FieldSteps`), with
+`used_outputs`: only the leaves the program reads are computed and copied. The leaves no call
+changes (controls, applied forces, mocap poses, `eq_active`, userdata, MJX's `efc_type`) are
+the input's own arrays, and so are the entries MuJoCo leaves as they were (`_mjx_data.Layout`).
+A traced model (an argument of `jit`, batched under `vmap`) adds its values as a last input;
+the fields that differ from the registered model's run per row (`Resolved.varying`).
 
-Derivatives are central differences of the same host call in its float inputs, all points in
-one batched call (`jaxbridge.FiniteDifferences`), so `grad`, `jvp`, `jacfwd` and `jacrev` work,
-under `jit`, `vmap` and `scan`.
+Derivatives are a `custom_jvp` whose Jacobians (a second host call, one output per leaf, also
+with `used_outputs`) are the package's straddle-safe differences (`_differences.jacobian`, as
+`DataCalls`'): a difference that makes or breaks a contact gives the derivative of the state's
+own side. `grad`, `jvp`, `jacfwd` and `jacrev` work, under `jit`, `vmap` and `scan`.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import threading
 from collections.abc import Sequence
@@ -25,6 +28,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.custom_derivatives import SymbolicZero
 
 import jaxbridge
 
@@ -43,6 +47,15 @@ WRONG_DATA = (
 )
 
 
+MODEL_TANGENT = (
+    "`jaxbridge.mujoco.mjx.step`/`forward`: derivatives with respect to the mjx.Model's fields "
+    "are not supported (only the mjx.Data's float inputs are differenced); apply "
+    "`jax.lax.stop_gradient` to the model, or differentiate a function of the Data alone."
+)
+#: The key of a traced model's per-row fields among a call's host inputs.
+_MODEL = "_model"
+
+
 class _Model:
     """One MjModel's layout, host calls and the JAX functions over them."""
 
@@ -55,6 +68,22 @@ class _Model:
         self.calls = Calls(mj_model, layout, template)
         self.inputs = [layout.index[name] for name, _ in L.INPUTS]
         self.fns = {kind: self._host(kind) for kind in ("step", "forward")}
+        self._varying: dict[tuple, tuple[list[int], Any]] = {}
+
+    def fn(self, kind: str, resolved: Resolved) -> tuple[list[int], Any]:
+        """`fns[kind]`, or for a traced model one that takes its values as a last input."""
+        if not resolved.traced:
+            return self.fns[kind]
+        key = (kind, resolved.traced, resolved.expected.tobytes())
+        with _lock:
+            hit = self._varying.get(key)
+        if hit is None:
+            hit = self._host(kind, resolved)
+            with _lock:
+                if len(self._varying) > 32:
+                    self._varying.clear()
+                self._varying[key] = hit
+        return hit
 
     def computed(self, kind: str) -> list[int]:
         """The leaves the host call makes: all but the kept ones (and the state, in forward),
@@ -70,11 +99,13 @@ class _Model:
             out.append(i)
         return out
 
-    def _host(self, kind: str) -> tuple[list[int], Any]:
+    def _host(self, kind: str, resolved: Resolved | None = None) -> tuple[list[int], Any]:
         """The leaves a call makes, and the JAX function of the input leaves that makes them:
         one host call (with `used_outputs`, so that it computes only the leaves the program
         reads), differentiated by `_differences.jacobian` (a second host call, which
-        differences only the leaves whose tangents the program reads)."""
+        differences only the leaves whose tangents the program reads). With `resolved` (a
+        traced model), the model's traced values are a last input, `(K,)`: the fields
+        that differ from the model's are set per row (`Resolved.varying`)."""
         layout, calls = self.layout, self.calls
         live = self.computed(kind)
         names = [name for name, _ in L.INPUTS]
@@ -88,11 +119,18 @@ class _Model:
         def flat_inputs(arrays: Sequence[np.ndarray]) -> tuple[tuple[int, ...], int, dict]:
             lead = tuple(arrays[0].shape)  # `time` is a scalar leaf: its shape is the batch
             B = math.prod(lead)
-            inputs = {
+            inputs: dict[str, Any] = {
                 n: np.asarray(a, dtype=np.float64).reshape(B, *s)
                 for n, a, s in zip(names, arrays, shapes)
             }
+            if resolved is not None:
+                values = np.asarray(arrays[len(names)], dtype=np.float64).reshape(B, -1)
+                inputs[_MODEL] = resolved.varying(values)
             return lead, B, inputs
+
+        def run(inputs: dict, used: list[int], B: int, exact: bool = True) -> list[np.ndarray]:
+            fields, values = inputs.get(_MODEL, ((), None))
+            return calls.run(kind, inputs, used, B, exact, fields, values)
 
         def result(*args: Any) -> list[jax.ShapeDtypeStruct]:
             lead = args[0].shape
@@ -105,7 +143,7 @@ class _Model:
             lead, B, inputs = flat_inputs(arrays)
             flags = [True] * len(live) if used_outputs is None else list(used_outputs)
             used = [i for i, u in zip(live, flags) if u]
-            got = dict(zip(used, calls.run(kind, inputs, used, B)))
+            got = dict(zip(used, run(inputs, used, B)))
             return [
                 got[i].reshape((*lead, *leaves[i].shape)).astype(leaves[i].dtype, copy=False)
                 if u
@@ -125,10 +163,13 @@ class _Model:
             bounds = np.cumsum([0, *(math.prod(shapes[j]) for j in diff)])
 
             def evaluate(points: np.ndarray, rows: np.ndarray) -> np.ndarray:
-                ins = {n: v[rows] for n, v in inputs.items()}  # copies
+                ins: dict[str, Any] = {n: inputs[n][rows] for n in names}  # copies
                 for j, lo, hi in zip(diff, bounds[:-1], bounds[1:]):
                     ins[names[j]] = points[:, lo:hi].reshape(len(rows), *shapes[j])
-                outs = calls.run(kind, ins, want, len(rows), exact=False)
+                if _MODEL in inputs:
+                    fields, values = inputs[_MODEL]
+                    ins[_MODEL] = (fields, [v[rows] for v in values])
+                outs = run(ins, want, len(rows), exact=False)
                 pieces = [o.reshape(len(rows), -1) for o in outs]
                 return np.concatenate(pieces, axis=1) if pieces else np.empty((len(rows), 0))
 
@@ -152,17 +193,26 @@ class _Model:
         def call(*arrays: jax.Array) -> tuple[jax.Array, ...]:
             return tuple(host(*arrays))
 
-        @call.defjvp
         def call_jvp(primals: tuple, tangents: tuple) -> tuple[tuple, tuple]:
+            if resolved is not None and not isinstance(tangents[-1], SymbolicZero):
+                raise TypeError(MODEL_TANGENT)
             out = tuple(host(*primals))
             Js = jax.lax.stop_gradient(jac(*primals))
             dtype = primals[1].dtype
-            dx = jnp.concatenate([jnp.ravel(tangents[j]).astype(dtype) for j in diff])
+            dx = jnp.concatenate(
+                [
+                    jnp.zeros(math.prod(tangents[j].shape), dtype)
+                    if isinstance(tangents[j], SymbolicZero)
+                    else jnp.ravel(tangents[j]).astype(dtype)
+                    for j in diff
+                ]
+            )
             douts: list[Any] = [np.zeros(o.shape, jax.dtypes.float0) for o in out]
             for k, J in zip(floats, Js):
                 douts[k] = (J @ dx).reshape(out[k].shape).astype(out[k].dtype)
             return out, tuple(douts)
 
+        call.defjvp(call_jvp, symbolic_zeros=True)
         return live, call
 
 
@@ -184,17 +234,6 @@ def _model_for(mj_model: Any) -> _Model:
     with _lock:
         _models[key] = (mj_model, made)
     return made
-
-
-@functools.cache
-def _check_call() -> Any:
-    """The host's check of a traced model's values (see `Resolved.check`): an `io=True` call,
-    so that it runs although nothing reads its result."""
-
-    def mjx_model_check(flat: np.ndarray, *, resolved: Resolved) -> None:
-        resolved.check(np.asarray(flat))
-
-    return jaxbridge.host(mjx_model_check, io=True, vmap="vectorized", static_argnames="resolved")
 
 
 def _check_data(api: str, m: _Model, data: Any) -> list[Any]:
@@ -226,21 +265,17 @@ def _call(kind: str, model: Any, data: Any) -> Any:
     resolved = resolve(model, kind)
     m = _model_for(resolved.mj_model)
     flat = _check_data(kind, m, data)
-    if resolved.traced:
-        values = jax.tree_util.tree_leaves(model)
-        traced = jnp.concatenate(
-            [
-                jnp.ravel(values[i]).astype(jnp.float64 if _x64() else jnp.float32)
-                for i in resolved.traced
-            ]
-        )
-        _check_call()(jax.lax.stop_gradient(traced), resolved=resolved)
-    live, fn = m.fns[kind]
+    live, fn = m.fn(kind, resolved)
     layout = m.layout
     inputs = [
         flat[i] if layout.leaves[i].dtype.kind == "f" else flat[i].astype(_float())
         for i in m.inputs
     ]
+    if resolved.traced:  # the model's traced values: the host sets those that differ
+        values = jax.tree_util.tree_leaves(model)
+        inputs.append(
+            jnp.concatenate([jnp.ravel(values[i]).astype(_float()) for i in resolved.traced])
+        )
     outs = fn(*inputs)
     new = list(flat)
     untouched = layout.kept_entries[kind]
@@ -276,12 +311,16 @@ def step(model: Any, data: Any) -> Any:
         `mj_step` on `mjx.get_data(data)` (float64 with x64 on, else rounded to float32).
 
     Under `jit`, `scan` and `vmap` (one `mujoco.batch` call for the whole batch, nested or
-    not), and under `grad`, `jvp`, `jacfwd`, `jacrev` by central differences in the float
-    inputs (qpos, qvel, act, warm start, ctrl, applied forces, mocap poses, time).
+    not; model fields that vary under `vmap` run each element on its own values), and under
+    `grad`, `jvp`, `jacfwd`, `jacrev` by the package's straddle-safe differences in the float
+    inputs (qpos, qvel, act, warm start, ctrl, applied forces, mocap poses; time, history,
+    plugin state and userdata are held constant). Only the leaves the program reads are
+    computed (and differenced).
 
     Raises:
-        TypeError, ValueError: a model that is not a registered impl "jax" mjx.Model, or a
-            `data` of another model.
+        TypeError, ValueError: a model that is not a registered impl "jax" mjx.Model, a
+            `data` of another model, a varying model field that `mujoco.batch` cannot vary
+            per simulation (named), or a derivative with respect to the model's fields.
 
     Example:
         >>> import jax, mujoco

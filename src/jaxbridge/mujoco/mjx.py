@@ -9,7 +9,7 @@ mx = cmjx.put_model(mj_model)          # mjx.put_model(mj_model, impl="jax"), re
 d = jax.jit(cmjx.step)(mx, mjx.make_data(mx))   # mujoco.mj_step, as an mjx.Data
 ```
 
-See docs/playground.md ("MJX's API on C MuJoCo").
+See docs/mujoco.md ("MJX's API on C MuJoCo").
 """
 
 try:
