@@ -224,3 +224,30 @@ def test_warp_model_refused(x64):
     mx = mjx.put_model(m, impl="warp")
     with pytest.raises(ValueError, match="impl 'warp'.*impl='jax'"):
         cmjx.step(mx, mjx.make_data(m, impl="warp"))
+
+
+def test_a_step_computes_and_differences_only_the_leaves_the_program_reads(model):
+    m, mx = model
+    data = mjx.put_data(m, states(m, 1, seed=7)[0])
+    seen = []
+    run = _mjx_host.Calls.run
+
+    def recorded(self, kind, inputs, live, B, *args):
+        seen.append((B, sorted(self.layout.leaves[i].path for i in live)))
+        return run(self, kind, inputs, live, B, *args)
+
+    _mjx_host.Calls.run = recorded
+    try:
+        qpos = jax.jit(lambda d: cmjx.step(mx, d).qpos)(data)
+        assert seen == [(1, ["qpos"])]
+        seen.clear()
+        g = jax.jit(jax.grad(lambda u: jnp.sum(cmjx.step(mx, data.replace(ctrl=u)).qvel)))
+        grad = g(jnp.zeros(3))
+    finally:
+        _mjx_host.Calls.run = run
+    np.testing.assert_allclose(qpos, raw(m, data).qpos, atol=1e-12)
+    assert np.all(np.isfinite(grad))
+    # the Jacobian's points (the center, then both sides of each differenced input entry),
+    # of qvel alone: nothing else is computed, not even the primal step
+    assert {tuple(p) for _, p in seen} == {("qvel",)}
+    assert [B for B, _ in seen][1] >= 2 * (m.nq + 2 * m.nv + m.nu)

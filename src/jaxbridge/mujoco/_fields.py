@@ -34,7 +34,15 @@ import numpy as np
 from ._model import MjModel, mj
 from ._worker import ONE_DATA_EACH, default_nthread
 
-__all__ = ["CHUNK", "PHYSICS", "RNE_FIELDS", "STATE_FIELDS", "FieldRows", "FieldSteps"]
+__all__ = [
+    "CHUNK",
+    "PHYSICS",
+    "RNE_FIELDS",
+    "STATE_FIELDS",
+    "FieldRows",
+    "FieldSteps",
+    "varies_per_row",
+]
 
 mujoco: Any = mj
 _S = mujoco.mjtState
@@ -379,12 +387,18 @@ class FieldSteps:
         return out
 
 
+def varies_per_row(name: str) -> bool:
+    """Whether `MjModel` field `name` (`"opt.timestep"` for an `MjOption` field) can take its
+    own value in each row of one call (`FieldSteps(model_fields=...)`)."""
+    from mujoco import batch
+
+    return name in batch.MODEL_FIELDS
+
+
 def _model_field_shape(model: MjModel, name: str) -> tuple[int, ...]:
     """The shape of `MjModel` field `name` (`"opt.timestep"` for an `MjOption` field), which
     must be one that `mujoco.batch` can give values per simulation."""
-    from mujoco import batch
-
-    if name not in batch.MODEL_FIELDS:
+    if not varies_per_row(name):
         raise ValueError(
             f"`jaxbridge.mujoco` field call: the model field {name!r} cannot vary between "
             "the simulations of one `mujoco.batch` call (not in `mujoco.batch.MODEL_FIELDS`); "

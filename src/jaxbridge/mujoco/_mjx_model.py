@@ -34,6 +34,7 @@ import jax
 import numpy as np
 from jax import core as jax_core
 
+from ._fields import varies_per_row
 from ._model import mj
 
 __all__ = ["Resolved", "put_model", "register", "resolve"]
@@ -171,11 +172,9 @@ class Resolved:
 def _batch_field(name: str) -> str | None:
     """`mujoco.batch`'s name of the MjModel field a leaf path stands for, or None where it
     cannot vary per simulation."""
-    from mujoco import batch
-
     parts = name.split(".")
     field = f"opt.{parts[-1]}" if parts[0] == "opt" else name
-    return field if field in batch.MODEL_FIELDS else None
+    return field if varies_per_row(field) else None
 
 
 _lock = threading.Lock()
@@ -192,7 +191,8 @@ def register(mj_model: Any, mjx_model: Any = None) -> Any:
 
     Args:
         mj_model: a `mujoco.MjModel`. It is used as it is when stepped (an edit made later is
-            seen), so it should stay as it was when the mjx.Model was made.
+            seen, except by a randomised model's batches, which copy it when they are made),
+            so it should stay as it was when the mjx.Model was made.
         mjx_model: the mjx.Model made from it (`mjx.put_model(mj_model, impl="jax")`), or None
             to make one.
 
