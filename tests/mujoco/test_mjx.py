@@ -16,7 +16,7 @@ mjx = pytest.importorskip("mujoco.mjx")
 
 from mjx_models import chain, pendulum, scene, states  # noqa: E402
 
-from jaxbridge.mujoco import _mjx_host  # noqa: E402
+from jaxbridge.mujoco import _fields, _mjx_host  # noqa: E402
 from jaxbridge.mujoco import mjx as cmjx  # noqa: E402
 
 mujoco: Any = _mujoco  # MuJoCo ships no type stubs
@@ -230,24 +230,64 @@ def test_a_step_computes_and_differences_only_the_leaves_the_program_reads(model
     m, mx = model
     data = mjx.put_data(m, states(m, 1, seed=7)[0])
     seen = []
-    run = _mjx_host.Calls.run
+    run = _fields.FieldRows.run
 
-    def recorded(self, kind, inputs, live, B, *args):
-        seen.append((B, sorted(self.layout.leaves[i].path for i in live)))
-        return run(self, kind, inputs, live, B, *args)
+    def recorded(self, *args):
+        seen.append((self.B, self.steps.outputs))
+        return run(self, *args)
 
-    _mjx_host.Calls.run = recorded
+    _fields.FieldRows.run = recorded
     try:
         qpos = jax.jit(lambda d: cmjx.step(mx, d).qpos)(data)
-        assert seen == [(1, ["qpos"])]
+        assert seen == [(1, ("qpos",))]
         seen.clear()
         g = jax.jit(jax.grad(lambda u: jnp.sum(cmjx.step(mx, data.replace(ctrl=u)).qvel)))
         grad = g(jnp.zeros(3))
     finally:
-        _mjx_host.Calls.run = run
+        _fields.FieldRows.run = run
     np.testing.assert_allclose(qpos, raw(m, data).qpos, atol=1e-12)
     assert np.all(np.isfinite(grad))
     # the Jacobian's points (the center, then both sides of each differenced input entry),
     # of qvel alone: nothing else is computed, not even the primal step
-    assert {tuple(p) for _, p in seen} == {("qvel",)}
+    assert {outputs for _, outputs in seen} == {("qvel",)}
     assert [B for B, _ in seen][1] >= 2 * (m.nq + 2 * m.nv + m.nu)
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_a_loop_reading_state_and_sensors_runs_xla_buffers_into_the_engine(model, batched):
+    """`jit(scan(vmap(step)))` that reads state and derived fields only (an environment's
+    step): XLA's buffers go straight into the engine's rows (no `Calls.run`), and equal raw
+    steps."""
+    m, mx = model
+    ds = states(m, 3, seed=8)
+    data = [mjx.put_data(m, d) for d in ds]
+    x0 = jax.tree_util.tree_map(lambda *x: jnp.stack(x), *data) if batched else data[0]
+    step = jax.vmap(cmjx.step, (None, 0)) if batched else cmjx.step
+
+    def loop(x):
+        def body(x, _):
+            x = step(mx, x)
+            return x, (x.qpos, x.sensordata)
+
+        return jax.lax.scan(body, x, length=5)[1]
+
+    generic = []
+    run = _mjx_host.Calls.run
+
+    def counted(self, *args):
+        generic.append(args[0])
+        return run(self, *args)
+
+    _mjx_host.Calls.run = counted
+    try:
+        qpos, sensors = jax.jit(loop)(x0)
+    finally:
+        _mjx_host.Calls.run = run
+    assert generic == []
+    for i, d in enumerate(ds if batched else ds[:1]):
+        for t in range(5):
+            mujoco.mj_step(m, d)
+            got_q = qpos[t, i] if batched else qpos[t]
+            got_s = sensors[t, i] if batched else sensors[t]
+            np.testing.assert_allclose(got_q, d.qpos, atol=1e-12, rtol=0)
+            np.testing.assert_allclose(got_s, d.sensordata, atol=1e-9, rtol=0)

@@ -18,17 +18,23 @@ This module is the conversion between MJX's layout and `MjData`'s; MuJoCo runs i
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from jaxbridge._base import AbstractBatching
+from jaxbridge._batching import VECTORIZED
 
 from . import _mjx_data as L
 from ._fields import FieldSteps
 from ._model import mj
 
-__all__ = ["Calls"]
+if TYPE_CHECKING:
+    from jaxbridge._base import AbstractCall
+
+__all__ = ["Batching", "Calls"]
 
 mujoco: Any = mj
 _CONTACT_FIELDS = (
@@ -288,3 +294,68 @@ def _cho_factor(M: np.ndarray) -> np.ndarray:
         except (scipy.linalg.LinAlgError, ValueError):
             out[j] = 0.0
     return out
+
+
+class Batching(AbstractBatching):
+    """A batch of one mjx host call (`fn`, the primal of one kind) as one call of the host
+    function, and, for float64 calls whose used leaves are all state or derived fields (no
+    dense form, no contact slot: what an environment's step reads), XLA's buffers straight
+    into and out of the engine's rows (`buffer_call`, as `DataCalls`' hot path): one copy of
+    the inputs into MuJoCo's rows, MuJoCo's step, one copy of each used field into XLA."""
+
+    name = "vectorized"
+    handles_unused_outputs = True
+
+    def __init__(self, calls: Calls, kind: str, live: Sequence[int]):
+        self.calls, self.kind, self.live = calls, kind, list(live)
+        self.fn: Callable[..., Any] | None = None
+
+    def run(
+        self,
+        call: AbstractCall,
+        batch: tuple[int, ...],
+        ins: Sequence[np.ndarray],
+        outs: Sequence[Any],
+    ) -> None:
+        VECTORIZED.run(call, batch, ins, outs)
+
+    def buffer_call(
+        self, call: AbstractCall, in_shapes: Sequence[tuple], out_shapes: Sequence[tuple]
+    ) -> Callable[..., None] | None:
+        if call.fn is not self.fn or any(np.dtype(a.dtype) != np.float64 for a in call.in_avals):
+            return None
+        leaves = self.calls.layout.leaves
+        flags = call.used_outputs
+        used = [i for i, u in zip(self.live, flags) if u]
+        if not used or any(leaves[i].kind not in (L.STATE, L.BOUND) for i in used):
+            return None
+        core = [len(a.shape) for a in call.in_avals]
+        extra = {len(s) - c for s, c in zip(in_shapes, core)}
+        if extra == {1} and len({s[0] for s in in_shapes}) == 1:
+            B = int(in_shapes[0][0])
+        elif extra == {0}:
+            B = 1
+        else:
+            return None  # inputs batched unevenly: the generic path broadcasts them
+        steps = self.calls._plan(self.kind, frozenset(used), ()).steps
+        avals = [a for a, u in zip(call.spec.avals, flags) if u]
+        slots = [steps.outputs.index(leaves[i].name) for i in used]
+        if any(np.dtype(a.dtype) != steps.out_dtypes[k] for a, k in zip(avals, slots)):
+            return None  # an integer field whose dtype is not MuJoCo's
+        rows = steps.rows(B, forward=self.kind == "forward")
+        in_flat = [(B, *s) for s in steps.in_shapes]
+        out_flat = [(B, *s) for s in steps.out_shapes]
+        nout, fail = len(steps.outputs), call.fail
+
+        def own(ctx: Any, outs: Any, *ins: Any) -> None:
+            del ctx
+            try:
+                arrays = [a.__array__().reshape(s) for a, s in zip(ins, in_flat)]
+                targets: list[Any] = [None] * nout
+                for k, o in zip(slots, outs):
+                    targets[k] = o.__array__().reshape(out_flat[k])
+                rows.run(arrays, targets)
+            except Exception as e:
+                raise fail(e) from e
+
+        return own

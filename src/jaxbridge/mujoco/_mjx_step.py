@@ -34,7 +34,7 @@ import jaxbridge
 
 from . import _differences
 from . import _mjx_data as L
-from ._mjx_host import Calls
+from ._mjx_host import Batching, Calls
 from ._mjx_model import Resolved, resolve
 
 __all__ = ["forward", "step"]
@@ -186,7 +186,12 @@ class _Model:
 
         mjx_host.__name__ = mjx_host.__qualname__ = f"mjx_{kind}"
         mjx_jacobian.__name__ = mjx_jacobian.__qualname__ = f"mjx_{kind}_jacobian"
-        host = jaxbridge.host(mjx_host, vmap="vectorized", result=result, used_outputs=True)
+        if resolved is None:  # XLA's buffers straight into the engine where it can
+            batching: Any = Batching(calls, kind, live)
+            batching.fn = mjx_host
+        else:
+            batching = "vectorized"
+        host = jaxbridge.host(mjx_host, vmap=batching, result=result, used_outputs=True)
         jac = jaxbridge.host(mjx_jacobian, vmap="vectorized", result=jac_result, used_outputs=True)
 
         @jax.custom_jvp
