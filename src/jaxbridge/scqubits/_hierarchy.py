@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import sympy
 
 from . import _hs_errors as _errors
+from . import _params
 from ._circuit import circuit
 from ._composite import Composite, Factor, ProductTerm
 from ._eigen import dressed_structure, eigh_k, eigvalsh_k
@@ -194,16 +195,11 @@ class HierarchicalModel:
         return f"jaxbridge.scqubits.HierarchicalModel(dim={self.dim}, params={self.params})"
 
     def _values(self, params: ParamsArg, method: str) -> dict[str, jax.Array]:
-        given = dict(params or {})
-        unknown = sorted(set(given) - set(self.params))
-        if unknown:
-            raise ValueError(
-                _errors.HD_UNKNOWN_PARAM.format(
-                    method=method, names=unknown, known=sorted(self.params)
-                )
-            )
-        real = jnp.zeros(()).dtype
-        return {n: jnp.asarray(given.get(n, d)).astype(real) for n, d in self.params.items()}
+        def unknown(names: list[str]) -> str:
+            known = sorted(self.params)
+            return _errors.HD_UNKNOWN_PARAM.format(method=method, names=names, known=known)
+
+        return _params.values(params, self.params, unknown)
 
     def _evaluate(self, values: dict[str, jax.Array], *, what: str, k: int) -> Any:
         comp = self._part.composite
@@ -216,19 +212,10 @@ class HierarchicalModel:
                 return eigvalsh_k(h, k, dressed_structure(h.shape[-1]))
             return eigh_k(h, k, dressed_structure(h.shape[-1]))
 
-        shape = jnp.broadcast_shapes(*(v.shape for v in values.values()))
-        if not shape:
-            return one(values)
-        flat = {n: jnp.broadcast_to(v, shape).reshape(-1) for n, v in values.items()}
-        out = jax.vmap(one)(flat)
-        return jax.tree.map(lambda x: x.reshape(shape + x.shape[1:]), out)
+        return _params.map_batch(one, values)
 
     def _count(self, evals_count: Any, method: str) -> int:
-        if not isinstance(evals_count, int) or not 1 <= evals_count <= self.dim:
-            raise ValueError(
-                _errors.HS_EVALS_COUNT.format(method=method, most=self.dim, got=evals_count)
-            )
-        return evals_count
+        return _params.evals_count(evals_count, self.dim, _errors.HS_EVALS_COUNT, method=method)
 
     def hamiltonian(self, params: ParamsArg = None) -> jax.Array:
         """The Hamiltonian in the product of the subsystems' bare bases (`(*batch, D, D)`).

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _hs_errors as _errors
+from . import _params
 from ._composite import Composite, ExprTerm, Factor, ProductTerm, Term
 from ._eigen import dressed_structure, eigh_k, eigvalsh_k
 from ._expr import has_complex_literal
@@ -141,27 +142,25 @@ class HilbertSpaceModel:
 
     def _values(self, params: ParamsArg, method: str) -> dict[str, Any]:
         given = dict(params or {})
-        unknown = sorted(set(given) - set(self.params))
+        unknown = _params.unknown_names(given, self.params)
         if unknown:
             raise ValueError(
                 _errors.HS_UNKNOWN_KEY.format(method=method, names=unknown, known=self._ids)
             )
-        real = jnp.zeros(()).dtype
+        real = _params.real_dtype()
         out: dict[str, Any] = {}
         for id_str in self._ids:
-            sub = dict(given.get(id_str) or {})
-            bad = sorted(set(sub) - set(self.params[id_str]))
-            if bad:
-                known = sorted(self.params[id_str])
-                raise ValueError(
-                    _errors.HS_UNKNOWN_PARAM.format(
-                        method=method, names=bad, id_str=id_str, known=known
-                    )
+            known = sorted(self.params[id_str])
+
+            def bad(names: list[str], id_str: str = id_str, known: list = known) -> str:
+                return _errors.HS_UNKNOWN_PARAM.format(
+                    method=method, names=names, id_str=id_str, known=known
                 )
-            out[id_str] = {
-                k: _leaf(sub.get(k, d), d, real, method, f"`params[{id_str!r}][{k!r}]`")
-                for k, d in self.params[id_str].items()
-            }
+
+            def cast(k: str, value: Any, default: Any, id_str: str = id_str) -> jax.Array:
+                return _leaf(value, default, real, method, f"`params[{id_str!r}][{k!r}]`")
+
+            out[id_str] = _params.values(given.get(id_str), self.params[id_str], bad, cast)
         out["g"] = self._g_values(given.get("g"), real, method)
         return out
 
@@ -222,16 +221,12 @@ class HilbertSpaceModel:
                 return w, v
             return dressed_indices(v, self._threshold, self._ignore_low_overlap), w
 
-        return _map(one, values)
+        return _params.map_batch(one, values)
 
     # -- argument checks
 
     def _count(self, evals_count: Any, method: str, most: int) -> int:
-        if not isinstance(evals_count, int | np.integer) or not 1 <= evals_count <= most:
-            raise ValueError(
-                _errors.HS_EVALS_COUNT.format(method=method, most=most, got=evals_count)
-            )
-        return int(evals_count)
+        return _params.evals_count(evals_count, most, _errors.HS_EVALS_COUNT, method=method)
 
     def _subsystem(self, id_str: str, method: str) -> int:
         if id_str not in self._ids:
@@ -427,13 +422,3 @@ def _leaf(value: Any, default: Any, real: Any, method: str, where: str) -> jax.A
     if jnp.iscomplexobj(x):
         raise ValueError(_errors.HS_COMPLEX.format(method=method, where=where))
     return x.astype(real)
-
-
-def _map(fn: Callable[[Any], Any], values: Any) -> Any:
-    leaves, tree = jax.tree.flatten(values)
-    shape = jnp.broadcast_shapes(*(x.shape for x in leaves))
-    if not shape:
-        return fn(values)
-    flat = [jnp.broadcast_to(x, shape).reshape(-1) for x in leaves]
-    out = jax.vmap(lambda xs: fn(jax.tree.unflatten(tree, xs)))(flat)
-    return jax.tree.map(lambda x: x.reshape(shape + x.shape[1:]), out)
