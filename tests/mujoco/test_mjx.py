@@ -291,3 +291,29 @@ def test_a_loop_reading_state_and_sensors_runs_xla_buffers_into_the_engine(model
             got_s = sensors[t, i] if batched else sensors[t]
             np.testing.assert_allclose(got_q, d.qpos, atol=1e-12, rtol=0)
             np.testing.assert_allclose(got_s, d.sensordata, atol=1e-9, rtol=0)
+
+
+def test_nstep_is_that_many_raw_steps_in_one_call(model):
+    m, mx = model
+    d = states(m, 1, seed=9)[0]
+    data = mjx.put_data(m, d)
+    out = jax.jit(lambda x: cmjx.step(mx, x, nstep=5))(data)
+    for _ in range(5):
+        mujoco.mj_step(m, d)
+    assert_data_equal(out, mjx.put_data(m, d))
+    # batched, reading the state alone (XLA's buffers into the engine), and its derivative
+    batch = jax.tree_util.tree_map(lambda x: jnp.stack([x, x]), data)
+    qpos = jax.jit(jax.vmap(lambda x: cmjx.step(mx, x, nstep=5).qpos))(batch)
+    np.testing.assert_allclose(qpos[1], d.qpos, atol=1e-12, rtol=0)
+    five = jax.jit(jax.jacfwd(lambda u: cmjx.step(mx, data.replace(ctrl=u), nstep=5).qpos))
+    one = jax.jit(
+        jax.jacfwd(
+            lambda u: (
+                jax.lax.fori_loop(0, 5, lambda _, x: cmjx.step(mx, x.replace(ctrl=u)), data).qpos
+            )
+        )
+    )
+    u = jnp.asarray(data.ctrl)
+    np.testing.assert_allclose(five(u), one(u), rtol=1e-5, atol=1e-7)
+    with pytest.raises(ValueError, match=r"nstep=\.\.\.\)` must be an int >= 1; got 0"):
+        cmjx.step(mx, data, nstep=0)

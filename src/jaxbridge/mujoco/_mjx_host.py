@@ -99,7 +99,7 @@ class Calls:
                 model.ten_J_rownnz, model.ten_J_rowadr, model.ten_J_colind
             )
         self.inputs = tuple(name for name, _ in L.INPUTS)
-        self._plans: dict[tuple[str, frozenset[int], tuple[str, ...]], _Plan] = {}
+        self._plans: dict[tuple[str, frozenset[int], tuple[str, ...], int], _Plan] = {}
         self._lock = threading.Lock()
 
     def _fields(self, live: frozenset[int]) -> tuple[str, ...]:
@@ -122,8 +122,10 @@ class Calls:
                     names.add(leaf.name)
         return tuple(sorted(names))
 
-    def _plan(self, kind: str, live: frozenset[int], model_fields: tuple[str, ...]) -> _Plan:
-        key = (kind, live, model_fields)
+    def _plan(
+        self, kind: str, live: frozenset[int], model_fields: tuple[str, ...], nstep: int = 1
+    ) -> _Plan:
+        key = (kind, live, model_fields, nstep)
         plan = self._plans.get(key)
         if plan is None:
             per_row = any(self.layout.leaves[i].kind == L.ROWS for i in live)
@@ -131,6 +133,7 @@ class Calls:
                 self.model,
                 self.inputs,
                 self._fields(live),
+                nstep,
                 persistent=per_row,
                 post_constraint=False,  # cacc, cfrc_*: as mj_step leaves them
                 model_fields=model_fields,
@@ -151,14 +154,16 @@ class Calls:
         exact: bool = True,
         model_fields: tuple[str, ...] = (),
         model_values: Sequence[np.ndarray] | None = None,
+        nstep: int = 1,
     ) -> list[np.ndarray]:
-        """The live leaves after `kind` ("step" or "forward") from `(B, *shape)` inputs.
+        """The live leaves after `kind` ("step": `nstep` calls of `mj_step`, or "forward")
+        from `(B, *shape)` inputs.
 
         `exact`: one batch of exactly `B` rows (a step's); False pads a Jacobian's points to
         the few batch sizes `FieldSteps` keeps. `model_fields`: MjModel fields (as
         `mujoco.batch` names them) each row gives its own values of, `(B, *shape)` each in
         `model_values` (domain randomisation)."""
-        plan = self._plan(kind, frozenset(live), tuple(model_fields))
+        plan = self._plan(kind, frozenset(live), tuple(model_fields), nstep)
         steps, layout = plan.steps, self.layout
         ins = [inputs[n] for n in self.inputs]
         per_row: dict[str, np.ndarray] = {}
@@ -306,8 +311,8 @@ class Batching(AbstractBatching):
     name = "vectorized"
     handles_unused_outputs = True
 
-    def __init__(self, calls: Calls, kind: str, live: Sequence[int]):
-        self.calls, self.kind, self.live = calls, kind, list(live)
+    def __init__(self, calls: Calls, kind: str, live: Sequence[int], nstep: int = 1):
+        self.calls, self.kind, self.live, self.nstep = calls, kind, list(live), nstep
         self.fn: Callable[..., Any] | None = None
 
     def run(
@@ -337,7 +342,7 @@ class Batching(AbstractBatching):
             B = 1
         else:
             return None  # inputs batched unevenly: the generic path broadcasts them
-        steps = self.calls._plan(self.kind, frozenset(used), ()).steps
+        steps = self.calls._plan(self.kind, frozenset(used), (), self.nstep).steps
         avals = [a for a, u in zip(call.spec.avals, flags) if u]
         slots = [steps.outputs.index(leaves[i].name) for i in used]
         if any(np.dtype(a.dtype) != steps.out_dtypes[k] for a, k in zip(avals, slots)):

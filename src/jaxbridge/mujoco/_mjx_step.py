@@ -67,22 +67,22 @@ class _Model:
         self.layout = layout = L.Layout(mj_model, template)
         self.calls = Calls(mj_model, layout, template)
         self.inputs = [layout.index[name] for name, _ in L.INPUTS]
-        self.fns = {kind: self._host(kind) for kind in ("step", "forward")}
-        self._varying: dict[tuple, tuple[list[int], Any]] = {}
+        self._fns: dict[tuple, tuple[list[int], Any]] = {}
 
-    def fn(self, kind: str, resolved: Resolved) -> tuple[list[int], Any]:
-        """`fns[kind]`, or for a traced model one that takes its values as a last input."""
-        if not resolved.traced:
-            return self.fns[kind]
-        key = (kind, resolved.traced, resolved.expected.tobytes())
+    def fn(self, kind: str, resolved: Resolved, nstep: int = 1) -> tuple[list[int], Any]:
+        """The leaves and JAX function of one kind of call (made once); for a traced model,
+        one that takes its values as a last input."""
+        key: tuple = (kind, nstep)
+        if resolved.traced:
+            key += (resolved.traced, resolved.expected.tobytes())
         with _lock:
-            hit = self._varying.get(key)
+            hit = self._fns.get(key)
         if hit is None:
-            hit = self._host(kind, resolved)
+            hit = self._host(kind, resolved if resolved.traced else None, nstep)
             with _lock:
-                if len(self._varying) > 32:
-                    self._varying.clear()
-                self._varying[key] = hit
+                if len(self._fns) > 64:
+                    self._fns.clear()
+                self._fns[key] = hit
         return hit
 
     def computed(self, kind: str) -> list[int]:
@@ -99,7 +99,9 @@ class _Model:
             out.append(i)
         return out
 
-    def _host(self, kind: str, resolved: Resolved | None = None) -> tuple[list[int], Any]:
+    def _host(
+        self, kind: str, resolved: Resolved | None = None, nstep: int = 1
+    ) -> tuple[list[int], Any]:
         """The leaves a call makes, and the JAX function of the input leaves that makes them:
         one host call (with `used_outputs`, so that it computes only the leaves the program
         reads), differentiated by `_differences.jacobian` (a second host call, which
@@ -130,7 +132,7 @@ class _Model:
 
         def run(inputs: dict, used: list[int], B: int, exact: bool = True) -> list[np.ndarray]:
             fields, values = inputs.get(_MODEL, ((), None))
-            return calls.run(kind, inputs, used, B, exact, fields, values)
+            return calls.run(kind, inputs, used, B, exact, fields, values, nstep)
 
         def result(*args: Any) -> list[jax.ShapeDtypeStruct]:
             lead = args[0].shape
@@ -187,7 +189,7 @@ class _Model:
         mjx_host.__name__ = mjx_host.__qualname__ = f"mjx_{kind}"
         mjx_jacobian.__name__ = mjx_jacobian.__qualname__ = f"mjx_{kind}_jacobian"
         if resolved is None:  # XLA's buffers straight into the engine where it can
-            batching: Any = Batching(calls, kind, live)
+            batching: Any = Batching(calls, kind, live, nstep)
             batching.fn = mjx_host
         else:
             batching = "vectorized"
@@ -266,11 +268,15 @@ def _check_data(api: str, m: _Model, data: Any) -> list[Any]:
     return flat
 
 
-def _call(kind: str, model: Any, data: Any) -> Any:
+def _call(kind: str, model: Any, data: Any, nstep: int = 1) -> Any:
+    if not isinstance(nstep, int | np.integer) or isinstance(nstep, bool) or nstep < 1:
+        raise ValueError(
+            f"`jaxbridge.mujoco.mjx.step(..., nstep=...)` must be an int >= 1; got {nstep!r}."
+        )
     resolved = resolve(model, kind)
     m = _model_for(resolved.mj_model)
     flat = _check_data(kind, m, data)
-    live, fn = m.fn(kind, resolved)
+    live, fn = m.fn(kind, resolved, int(nstep))
     layout = m.layout
     inputs = [
         flat[i] if layout.leaves[i].dtype.kind == "f" else flat[i].astype(_float())
@@ -302,7 +308,7 @@ def _float() -> Any:
     return jnp.float64 if _x64() else jnp.float32
 
 
-def step(model: Any, data: Any) -> Any:
+def step(model: Any, data: Any, *, nstep: int = 1) -> Any:
     """`mujoco.mj_step` on an `mjx.Data`, by C MuJoCo: MJX's `mjx.step(model, data)`.
 
     Args:
@@ -310,9 +316,13 @@ def step(model: Any, data: Any) -> Any:
             `jaxbridge.mujoco.mjx.put_model`, or `register`ed).
         data: an `mjx.Data` of that model (`mjx.make_data`, `mjx.put_data`, or a previous
             step's), unbatched: batch it with `jax.vmap`.
+        nstep: `mj_step` calls in the one host call (jaxbridge's, not MJX's: an environment's
+            substeps, whose controls are held, as `nstep` MJX steps of the same `ctrl`, at
+            one call's cost).
 
     Returns:
-        The `mjx.Data` after one physics step: every field as `mjx.put_data` would give it after
+        The `mjx.Data` after `nstep` physics steps (the derived fields describe the last
+        one's evaluation, as after `mj_step`): every field as `mjx.put_data` would give it after
         `mj_step` on `mjx.get_data(data)` (float64 with x64 on, else rounded to float32).
 
     Under `jit`, `scan` and `vmap` (one `mujoco.batch` call for the whole batch, nested or
@@ -338,7 +348,7 @@ def step(model: Any, data: Any) -> Any:
         >>> abs(float(d.time) - m.opt.timestep) < 1e-7
         True
     """
-    return _call("step", model, data)
+    return _call("step", model, data, nstep)
 
 
 def forward(model: Any, data: Any) -> Any:
