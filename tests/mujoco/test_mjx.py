@@ -73,7 +73,7 @@ def test_playground_models_with_contacts(x64):
         assert_data_equal(jax.jit(cmjx.step)(mx, data), raw(m, data))
 
 
-def test_vmap_is_one_batch_call_equal_to_single_steps(model):
+def test_vmap_is_one_batch_call_equal_to_single_steps(model, monkeypatch):
     m, mx = model
     data = [mjx.put_data(m, d) for d in states(m, 4, seed=1)]
     batch = jax.tree_util.tree_map(lambda *x: jnp.stack(x), *data)
@@ -84,11 +84,8 @@ def test_vmap_is_one_batch_call_equal_to_single_steps(model):
         calls.append(B)
         return run(self, kind, inputs, live, B, *args)
 
-    _mjx_host.Calls.run = counted
-    try:
-        out = jax.jit(jax.vmap(cmjx.step, (None, 0)))(mx, batch)
-    finally:
-        _mjx_host.Calls.run = run
+    monkeypatch.setattr(_mjx_host.Calls, "run", counted)
+    out = jax.jit(jax.vmap(cmjx.step, (None, 0)))(mx, batch)
     assert calls == [4]
     for i, d in enumerate(data):
         assert_data_equal(jax.tree_util.tree_map(lambda x, i=i: x[i], out), raw(m, d))
@@ -226,7 +223,7 @@ def test_warp_model_refused(x64):
         cmjx.step(mx, mjx.make_data(m, impl="warp"))
 
 
-def test_a_step_computes_and_differences_only_the_leaves_the_program_reads(model):
+def test_a_step_computes_and_differences_only_the_leaves_the_program_reads(model, monkeypatch):
     m, mx = model
     data = mjx.put_data(m, states(m, 1, seed=7)[0])
     seen = []
@@ -236,15 +233,12 @@ def test_a_step_computes_and_differences_only_the_leaves_the_program_reads(model
         seen.append((self.B, self.steps.outputs))
         return run(self, *args)
 
-    _fields.FieldRows.run = recorded
-    try:
-        qpos = jax.jit(lambda d: cmjx.step(mx, d).qpos)(data)
-        assert seen == [(1, ("qpos",))]
-        seen.clear()
-        g = jax.jit(jax.grad(lambda u: jnp.sum(cmjx.step(mx, data.replace(ctrl=u)).qvel)))
-        grad = g(jnp.zeros(3))
-    finally:
-        _fields.FieldRows.run = run
+    monkeypatch.setattr(_fields.FieldRows, "run", recorded)
+    qpos = jax.jit(lambda d: cmjx.step(mx, d).qpos)(data)
+    assert seen == [(1, ("qpos",))]
+    seen.clear()
+    g = jax.jit(jax.grad(lambda u: jnp.sum(cmjx.step(mx, data.replace(ctrl=u)).qvel)))
+    grad = g(jnp.zeros(3))
     np.testing.assert_allclose(qpos, raw(m, data).qpos, atol=1e-12)
     assert np.all(np.isfinite(grad))
     # the Jacobian's points (the center, then both sides of each differenced input entry),
@@ -254,7 +248,7 @@ def test_a_step_computes_and_differences_only_the_leaves_the_program_reads(model
 
 
 @pytest.mark.parametrize("batched", [False, True])
-def test_a_loop_reading_state_and_sensors_runs_xla_buffers_into_the_engine(model, batched):
+def test_a_loop_of_state_and_sensors_runs_xla_buffers_into_the_engine(model, batched, monkeypatch):
     """`jit(scan(vmap(step)))` that reads state and derived fields only (an environment's
     step): XLA's buffers go straight into the engine's rows (no `Calls.run`), and equal raw
     steps."""
@@ -278,11 +272,8 @@ def test_a_loop_reading_state_and_sensors_runs_xla_buffers_into_the_engine(model
         generic.append(args[0])
         return run(self, *args)
 
-    _mjx_host.Calls.run = counted
-    try:
-        qpos, sensors = jax.jit(loop)(x0)
-    finally:
-        _mjx_host.Calls.run = run
+    monkeypatch.setattr(_mjx_host.Calls, "run", counted)
+    qpos, sensors = jax.jit(loop)(x0)
     assert generic == []
     for i, d in enumerate(ds if batched else ds[:1]):
         for t in range(5):
