@@ -363,7 +363,9 @@ class DataCalls:
         Raises:
             ValueError: an unknown field, a shape that is not the field's, or clashing inputs.
 
-        A simulation MuJoCo warns on (bad qacc) is reset and stepped on, as in `mj_step`.
+        A simulation MuJoCo warns on (bad qacc) is reset and stepped on, as in `mj_step`; the
+        output `"warning"` (`(mjNWARNING,)` int32, `mjtWarning`'s order) counts the warnings
+        of each kind a row raised in the call, so that a program can tell.
         """
         return self._apply(inputs, outputs, nstep, forward=False)
 

@@ -8,7 +8,9 @@ and out, on `mujoco.batch` (MuJoCo 4.0 and later). NumPy only, no JAX.
 batch's threads, in C), and returns the named output fields: any of the inputs' fields as the
 steps leave them, and any fixed-shape `MjData` field the steps compute (`xpos`, `cvel`,
 `qfrc_actuator`, `sensordata`, `ncon`, ...), which `mj_step` leaves describing its last
-substep's evaluation, as it does in an `MjData`. `forward` does the same with one `mj_forward`.
+substep's evaluation, as it does in an `MjData`, and `"warning"`: the MuJoCo warnings each row
+raised in the call (`mj_step` resets a simulation it warns on, bad qacc say, and steps on).
+`forward` does the same with one `mj_forward`.
 
 `mj_rnePostConstraint` is no part of `mj_step` (MuJoCo runs it inside a step only for the
 acceleration sensors): where an output is one of its fields (`cfrc_ext`, `cfrc_int`, `cacc`),
@@ -41,6 +43,7 @@ __all__ = [
     "STATE_FIELDS",
     "FieldRows",
     "FieldSteps",
+    "WARNING",
     "varies_per_row",
 ]
 
@@ -76,6 +79,10 @@ STATE_FIELDS: dict[str, int] = {
 }
 #: What the steps advance: reset before each step call where no input gives it.
 _ADVANCED = int(_S.mjSTATE_FULLPHYSICS) | int(_S.mjSTATE_WARMSTART)
+#: An output of `mjNWARNING` int32 counts: the MuJoCo warnings of each kind (`mjtWarning`'s
+#: order: inertia, contact full, constraints full, bad qpos, qvel, qacc, ctrl) a row raised in
+#: the call. `mj_step` resets a simulation it warns on and steps on: this flags that it did.
+WARNING = "warning"
 #: The fields only `mj_rnePostConstraint` computes.
 RNE_FIELDS = ("cacc", "cfrc_int", "cfrc_ext")
 # MjData arrays whose size changes with the number of active constraints: no fixed shape.
@@ -250,6 +257,8 @@ class FieldSteps:
         return (size,)
 
     def _derived_spec(self, data: Any, name: str) -> tuple[tuple[int, ...], np.dtype]:
+        if name == WARNING:
+            return (int(mujoco.mjtWarning.mjNWARNING),), np.dtype(np.int32)
         value = getattr(data, name, None) if not name.startswith("_") else None
         if isinstance(value, np.ndarray) and not name.startswith(_DYNAMIC_PREFIXES):
             return tuple(value.shape), value.dtype
@@ -464,8 +473,13 @@ class FieldRows:
                 self.sources.append(view)
             elif name in steps.rne:
                 self.sources.append(None)
+            elif name == WARNING:
+                self.sources.append(batch.warning[:, :, 1])  # each kind's count
             else:
                 self.sources.append(batch.bind(name))
+        # The batch's warning counters carry over from call to call: zeroed before each call
+        # that reports them, so that they count this call's warnings.
+        self.warning = batch.warning if WARNING in steps.outputs else None
         self.state_cols = [
             _as_slice(_columns(model, STATE_FIELDS[n])) if n in STATE_FIELDS else None
             for n in steps.outputs
@@ -538,6 +552,8 @@ class FieldRows:
                     view[...] = a.reshape(B, -1)
                 else:
                     self.rows[:, cols] = a.reshape(B, -1)
+        if self.warning is not None:
+            self.warning[...] = 0
         if self.forward:
             nfail = self.native.forward(ids, _ACC)
         else:
