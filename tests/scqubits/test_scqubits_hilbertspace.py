@@ -482,21 +482,3 @@ def test_hierarchical_gradient_against_differences_of_scqubits():
     sweep = jax.vmap(lambda phi: m.eigenvals({"Φ2": phi}, evals_count=2))(jnp.array([-0.27, -0.2]))
     circ.Φ2 = -0.2
     np.testing.assert_allclose(sweep[1], circ.eigenvals(2), rtol=1e-9)
-
-
-def test_hierarchical_normal_modes_are_refused():
-    yaml = """branches:
-- [JJ, 0, 1, 1, 15]
-- [C, 1, 2, 2]
-- [L, 2, 0, 0.4]
-- [C, 2, 0, 0.2]
-- [C, 2, 3, 0.5]
-- [L, 3, 0, 0.5]
-"""
-    circ = _circuit(yaml, from_file=False, ext_basis="discretized")
-    circ.configure(transformation_matrix=np.array([[1, 0, 0], [0, 1, 0], [0, 1, 1]]))
-    circ.cutoff_n_1, circ.cutoff_ext_2, circ.cutoff_ext_3 = 4, 4, 4
-    circ.configure(system_hierarchy=[[1], [2, 3]], subsystem_trunc_dims=[4, 6])
-    with pytest.raises(ValueError) as info:
-        jbq.model(circ)
-    assert str(info.value) == _hs_errors.HD_NORMAL_MODES.format(indices=[2, 3])

@@ -26,6 +26,7 @@ from ._circuit import circuit
 from ._composite import Composite, Factor, ProductTerm
 from ._eigen import dressed_structure, eigh_k, eigvalsh_k
 from ._model import Model
+from ._normal_modes import NormalModesPart, param_symbols
 from ._subsystems import Operator, Part, QubitPart, fix_phases
 from ._terms import Params, complex_of
 
@@ -38,21 +39,10 @@ def _index(symbol: Any) -> int:
     return int(found.group(1))
 
 
-def _param_symbols(circ: Any) -> list[Any]:
-    return [
-        *circ.symbolic_params,
-        *circ.external_fluxes,
-        *circ.offset_charges,
-        *circ.free_charges,
-    ]
-
-
 class _LeafPart(QubitPart):
     """A plain `Subsystem` of a hierarchical Circuit, through `circuit(child=True)`."""
 
     def __init__(self, sub: Any) -> None:
-        if sub.is_purely_harmonic and len(sub.var_categories["extended"]) > 1:
-            raise ValueError(_errors.HD_NORMAL_MODES.format(indices=list(sub.dynamic_var_indices)))
         spec = circuit(sub, child=True)
         super().__init__(sub, Model(sub, spec))
         self.id_str = f"subsystem{sub.dynamic_var_indices}"
@@ -74,7 +64,7 @@ class _HierarchyPart(Part):
         names: dict[str, float] = {}
         for child in self.children:
             names.update(child.defaults)
-        self.params_symbols = {str(s): s for s in _param_symbols(circ)}
+        self.params_symbols = {str(s): s for s in param_symbols(circ)}
         terms = [t for i in range(len(self.children)) for t in self._terms(circ, i, names)]
         self.composite = Composite(
             self.children, terms, lambda P, s: {n: P[n] for n in self.children[s].defaults}
@@ -90,7 +80,7 @@ class _HierarchyPart(Part):
         expr = expr.subs(sympy.Symbol("I"), 1)
         fluxes = set(circ.external_fluxes)
         expr = expr.subs({f: 2 * sympy.pi * f for f in fluxes if f in expr.free_symbols})
-        params = set(_param_symbols(circ))
+        params = set(param_symbols(circ))
         out = []
         for term, number in expr.expand().as_coefficients_dict().items():
             coefficient: Any = sympy.Float(number)
@@ -140,7 +130,7 @@ class _HierarchyPart(Part):
 
     def lifted(self, expr: Any) -> Operator:
         """`expr` (operators of one leaf below) in this subsystem's bare product basis."""
-        index = _index(next(iter(expr.free_symbols - set(_param_symbols(self.circ)))))
+        index = _index(next(iter(expr.free_symbols - set(param_symbols(self.circ)))))
         s = self._leaf_of(index)
         child = self.children[s]
         fn, is_complex = child.lifted(expr)  # pyright: ignore[reportAttributeAccessIssue]
@@ -168,6 +158,8 @@ class _HierarchyPart(Part):
 def _part(sub: Any) -> Part:
     if getattr(sub, "hierarchical_diagonalization", False):
         return _HierarchyPart(sub)
+    if sub.is_purely_harmonic and len(sub.var_categories["extended"]) > 1:
+        return NormalModesPart(sub)  # scqubits solves it in its normal modes
     return _LeafPart(sub)
 
 

@@ -118,9 +118,30 @@ HD_UNKNOWN_PARAM = (
     "Circuit to change them."
 )
 
-HD_NORMAL_MODES = (
+HD_NORMAL_MODES_KIND = (
     "`jaxbridge.scqubits.model`: the hierarchical Circuit's subsystem {indices} is purely "
-    "harmonic in two or more variables; scqubits diagonalizes it in its normal modes, which the "
-    "model does not reproduce. Give each of those variables a subsystem of its own in "
-    "`system_hierarchy` (e.g. [[1], [2], [3]] for [[1], [2, 3]])."
+    "harmonic, but not every one of its variables is extended (the extended ones are "
+    "{extended}); scqubits' normal modes cover extended variables only, and the model does not "
+    "guess the rest. Put the other variables in a subsystem of their own in `system_hierarchy`."
+)
+
+HD_NORMAL_MODES_CUTOFFS = (
+    "`jaxbridge.scqubits.model`: the hierarchical Circuit's subsystem {indices} is purely "
+    "harmonic and solved in its normal modes, but its cutoffs {cutoffs} differ; scqubits gives "
+    "the normal modes those cutoffs in the order NumPy's non-symmetric `eig` returns the modes, "
+    "which the model cannot reproduce, so its numbers could differ silently. Give the variables "
+    "one cutoff (`cutoff_ext_i`)."
+)
+
+HD_NORMAL_MODES_DEGREE = (
+    "`jaxbridge.scqubits.model`: the hierarchical Circuit's subsystem {indices} is marked purely "
+    "harmonic, but its Hamiltonian `{expr}` has terms of degree above 2 in its variables, which "
+    "normal modes do not diagonalize."
+)
+
+HD_NORMAL_MODES_EXPR = (
+    "`jaxbridge.scqubits.model`: {what} of the hierarchical Circuit's purely harmonic subsystem "
+    "{indices}, `{expr}`, is not a polynomial in that subsystem's θ and Q variables; in normal "
+    "modes the model takes only such polynomials (no cos, sin, exp or sqrt of them, no ladder "
+    "operators by name)."
 )
