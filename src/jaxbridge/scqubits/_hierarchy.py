@@ -170,7 +170,9 @@ class HierarchicalModel:
     `system_hierarchy`. `params` holds the circuit's symbolic parameters, external fluxes and
     charges that its subsystems and interactions use. `hamiltonian`, `eigenvals` and
     `eigensys` work under `jit`, `vmap`, `grad`, `jacfwd` and `hessian`; derivatives pass
-    through every level's eigenvectors with the requested-levels rule.
+    through every level's eigenvectors with the requested-levels rule. A subsystem purely
+    harmonic in two or more variables is solved in its normal modes, as scqubits solves it
+    (`_normal_modes.py`).
 
     Attributes:
         params: the parameters and the Circuit's values.
