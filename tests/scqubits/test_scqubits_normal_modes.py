@@ -12,12 +12,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import sympy
 from jax.test_util import check_grads
 from scqubits_cases import dense
 
 import jaxbridge.scqubits as jbq
 from jaxbridge.scqubits import _hs_errors
-from jaxbridge.scqubits._normal_modes import normal_modes
+from jaxbridge.scqubits._normal_modes import NormalModesPart, normal_modes
 
 scq = pytest.importorskip("scqubits")
 
@@ -201,4 +202,27 @@ def test_unequal_cutoffs_are_refused_with_the_reason():
         jbq.model(circ)
     assert str(info.value) == _hs_errors.HD_NORMAL_MODES_CUTOFFS.format(
         indices=[2, 3], cutoffs=[4, 5]
+    )
+
+
+def test_operators_in_the_modes_and_the_refused_factors():
+    circ = transmon_and_two_lc()
+    sub = circ.subsystems[1]
+    part = NormalModesPart(sub)
+    p = {n: jnp.asarray(v) for n, v in part.defaults.items()}
+    for name in ("Q2", "θ3"):
+        fn, _ = part.lifted(sympy.Symbol(name))
+        theirs = dense(getattr(sub, f"{name}_operator")())
+        # the same matrix up to each mode's sign (a parity of that mode)
+        np.testing.assert_allclose(np.abs(fn(p)), np.abs(theirs), atol=1e-12)
+    q2, t3 = sympy.Symbol("Q2"), sympy.Symbol("θ3")
+    with pytest.raises(ValueError) as info:
+        part.lifted(q2 * t3)
+    assert str(info.value) == _hs_errors.HD_NORMAL_MODES_MIXED.format(
+        indices=[2, 3], what=f"the operator `{q2 * t3}`", term=q2 * t3
+    )
+    with pytest.raises(ValueError) as info:
+        part.lifted(sympy.cos(t3))
+    assert str(info.value) == _hs_errors.HD_NORMAL_MODES_EXPR.format(
+        indices=[2, 3], what=f"the operator `{sympy.cos(t3)}`", expr=sympy.cos(t3)
     )

@@ -145,3 +145,10 @@ HD_NORMAL_MODES_EXPR = (
     "modes the model takes only such polynomials (no cos, sin, exp or sqrt of them, no ladder "
     "operators by name)."
 )
+
+HD_NORMAL_MODES_MIXED = (
+    "`jaxbridge.scqubits.model`: {what} of the hierarchical Circuit's purely harmonic subsystem "
+    "{indices} has the term `{term}`, a product of θ and Q variables; in the truncated normal "
+    "modes θ and Q do not commute, and the order scqubits multiplies them in is not one the "
+    "model can know, so its numbers could differ silently. Write the term without such products."
+)

@@ -184,7 +184,18 @@ class NormalModesPart(Part):
             raise ValueError(
                 _errors.HD_NORMAL_MODES_EXPR.format(indices=self.indices, what=what, expr=expr)
             )
-        return sympy.Poly(expr, *self.thetas, *self.charges)
+        poly = sympy.Poly(expr, *self.thetas, *self.charges)
+        n = self.n
+        for powers, coefficient in poly.terms():
+            if any(powers[:n]) and any(powers[n:]):
+                # truncated θ and Q do not commute: the product's order would be a guess
+                monomial = sympy.Mul(*(g**e for g, e in zip(poly.gens, powers)))
+                raise ValueError(
+                    _errors.HD_NORMAL_MODES_MIXED.format(
+                        indices=self.indices, what=what, term=coefficient * monomial
+                    )
+                )
+        return poly
 
     def transform(self, p: Params) -> tuple[jax.Array, jax.Array]:
         """`(A, B)`: θ_i = sum_j A_ij x_j and Q_i = sum_j B_ij p_j at the parameters `p`."""
