@@ -50,3 +50,11 @@ def test_map_batch_broadcasts_params_and_core_dimensions(x64):
     np.testing.assert_array_equal(got, np.arange(2.0) + 4 + 16)
     jitted = jax.jit(lambda a: _params.map_batch(fn, {"a": a}, (w, v), core_ndims=(0, (1, 2))))
     np.testing.assert_array_equal(jitted(jnp.arange(2.0)), got)
+
+
+def test_read_defaults_are_the_objects_values_as_floats():
+    class Obj:
+        EJ, ng = 20, np.float32(0.25)
+
+    out = _params.read_defaults(Obj(), ["EJ", "ng"])
+    assert out == {"EJ": 20.0, "ng": 0.25} and all(type(v) is float for v in out.values())

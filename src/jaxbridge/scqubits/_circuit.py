@@ -20,6 +20,7 @@ from ..sympy._operators import (
     trig_keys,
 )
 from . import _errors
+from ._params import read_defaults
 from ._qubits import Spec, _ladder
 from ._terms import Fixed, Params, Spectral, Terms, fixed
 
@@ -185,7 +186,7 @@ def circuit(obj: Any, child: bool = False) -> Spec:
     parts = _CircuitParts(obj, child)
     names = [str(s) for s in parts.params]
     terms = _terms(parts.split(parts.H), names)
-    spec = Spec({n: float(getattr(obj, n)) for n in names}, terms, kind="Circuit")
+    spec = Spec(read_defaults(obj, names), terms, kind="Circuit")
     spec.fixed_operators = not parts.substitutions
 
     def operator(op: Any) -> Terms:

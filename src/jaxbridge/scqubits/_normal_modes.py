@@ -34,6 +34,7 @@ import sympy
 
 from . import _hs_errors as _errors
 from ._eigen import eigh_k
+from ._params import read_defaults
 from ._subsystems import Operator, Part, fix_phases
 from ._terms import Params, Terms, fixed
 
@@ -125,7 +126,7 @@ class NormalModesPart(Part):
         self.circ = sub
         h = self._prepare(sub.hamiltonian_symbolic)
         used = sorted((s for s in h.free_symbols if s in set(self.params)), key=str)
-        defaults = {str(s): float(getattr(sub, str(s))) for s in used}
+        defaults = read_defaults(sub, [str(s) for s in used])
         super().__init__(sub, defaults, cutoff**n)
         if not 1 <= self.dim <= self.native_dim:
             raise ValueError(
@@ -151,8 +152,7 @@ class NormalModesPart(Part):
                 powers[gens.index(b)] += 1
                 c = poly.coeff_monomial(tuple(powers))
                 out[i][j] = c / scale[0] if i == j else c / scale[1]
-        symbols = [sympy.Symbol(name) for name in defaults]
-        self._symbols = symbols
+        self._symbols = symbols = used
         self._ec = [[sympy.lambdify(symbols, e, modules=jnp) for e in row] for row in ec]
         self._el = [[sympy.lambdify(symbols, e, modules=jnp) for e in row] for row in el]
         self._constant: tuple[np.ndarray, np.ndarray] | None = None

@@ -18,6 +18,11 @@ import jax.numpy as jnp
 import numpy as np
 
 
+def read_defaults(obj: Any, names: Iterable[str]) -> dict[str, float]:
+    """The defaults of a model's parameters: the scqubits object's attributes `names`, floats."""
+    return {name: float(getattr(obj, name)) for name in names}
+
+
 def real_dtype() -> Any:
     """The default float dtype: float64 with x64 on, float32 otherwise."""
     return jnp.zeros(()).dtype
