@@ -159,3 +159,27 @@ def test_derivatives_in_the_model_are_refused(model):
         )
     )(data.qpos, mx.body_mass)
     assert np.all(np.isfinite(g))
+
+
+def test_new_values_in_the_same_program_are_written_in(model):
+    """One jitted program (the model its argument) called with two randomisations: each call
+    runs on its own values (the engine's per-row fields rewritten where they changed), and the
+    model's own values after them run on the model again."""
+    m, mx = model
+    data = [mjx.put_data(m, d) for d in states(m, B, seed=10)]
+    stacked = jax.tree_util.tree_map(lambda *x: jnp.stack(x), *data)
+    axes = _randomised(mx)[2]
+    f = jax.jit(jax.vmap(lambda mm, x: cmjx.step(mm, x).qvel, (axes, 0)))
+    for seed in (2, 3):
+        values, batched, _ = _randomised(mx, seed=seed)
+        got = f(batched, stacked)
+        for i in range(B):
+            want = raw(_mj_model_with(m, values, i), data[i]).qvel
+            np.testing.assert_allclose(got[i], want, atol=1e-12, rtol=0)
+    own = mx.tree_replace(
+        {k: jnp.asarray(np.stack([np.asarray(getattr(mx, k))] * B)) for k in FIELDS}
+    )
+    got = f(own, stacked)
+    for i in range(B):
+        np.testing.assert_allclose(got[i], raw(m, data[i]).qvel, atol=1e-12, rtol=0)
+    assert f._cache_size() == 1  # type: ignore[attr-defined]

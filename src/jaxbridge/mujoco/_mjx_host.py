@@ -306,13 +306,25 @@ class Batching(AbstractBatching):
     function, and, for float64 calls whose used leaves are all state or derived fields (no
     dense form, no contact slot: what an environment's step reads), XLA's buffers straight
     into and out of the engine's rows (`buffer_call`, as `DataCalls`' hot path): one copy of
-    the inputs into MuJoCo's rows, MuJoCo's step, one copy of each used field into XLA."""
+    the inputs into MuJoCo's rows, MuJoCo's step, one copy of each used field into XLA.
+
+    `resolved` (a traced model, whose values are the call's last input): the fields whose
+    values differ from the model's are found on each call and set per row (domain
+    randomisation), on the same path."""
 
     name = "vectorized"
     handles_unused_outputs = True
 
-    def __init__(self, calls: Calls, kind: str, live: Sequence[int], nstep: int = 1):
+    def __init__(
+        self,
+        calls: Calls,
+        kind: str,
+        live: Sequence[int],
+        nstep: int = 1,
+        resolved: Any = None,
+    ):
         self.calls, self.kind, self.live, self.nstep = calls, kind, list(live), nstep
+        self.resolved = resolved
         self.fn: Callable[..., Any] | None = None
 
     def run(
@@ -331,7 +343,7 @@ class Batching(AbstractBatching):
             return None
         leaves = self.calls.layout.leaves
         flags = call.used_outputs
-        used = [i for i, u in zip(self.live, flags) if u]
+        used = frozenset(i for i, u in zip(self.live, flags) if u)
         if not used or any(leaves[i].kind not in (L.STATE, L.BOUND) for i in used):
             return None
         core = [len(a.shape) for a in call.in_avals]
@@ -342,15 +354,18 @@ class Batching(AbstractBatching):
             B = 1
         else:
             return None  # inputs batched unevenly: the generic path broadcasts them
-        steps = self.calls._plan(self.kind, frozenset(used), (), self.nstep).steps
+        kind, nstep, forward = self.kind, self.nstep, self.kind == "forward"
+        base = self.calls._plan(kind, used, (), nstep).steps
+        order = [i for i in self.live if i in used]  # the buffers' leaves
         avals = [a for a, u in zip(call.spec.avals, flags) if u]
-        slots = [steps.outputs.index(leaves[i].name) for i in used]
-        if any(np.dtype(a.dtype) != steps.out_dtypes[k] for a, k in zip(avals, slots)):
+        slots = [base.outputs.index(leaves[i].name) for i in order]
+        if any(np.dtype(a.dtype) != base.out_dtypes[k] for a, k in zip(avals, slots)):
             return None  # an integer field whose dtype is not MuJoCo's
-        rows = steps.rows(B, forward=self.kind == "forward")
-        in_flat = [(B, *s) for s in steps.in_shapes]
-        out_flat = [(B, *s) for s in steps.out_shapes]
-        nout, fail = len(steps.outputs), call.fail
+        in_flat = [(B, *s) for s in base.in_shapes]
+        out_flat = [(B, *s) for s in base.out_shapes]
+        nout, fail, resolved = len(base.outputs), call.fail, self.resolved
+        rows = base.rows(B, forward)
+        plan = self.calls._plan
 
         def own(ctx: Any, outs: Any, *ins: Any) -> None:
             del ctx
@@ -359,7 +374,15 @@ class Batching(AbstractBatching):
                 targets: list[Any] = [None] * nout
                 for k, o in zip(slots, outs):
                     targets[k] = o.__array__().reshape(out_flat[k])
-                rows.run(arrays, targets)
+                if resolved is None:
+                    rows.run(arrays, targets)
+                    return
+                fields, values = resolved.varying(ins[-1].__array__().reshape(B, -1))
+                if not fields:
+                    rows.run(arrays, targets)
+                    return
+                mine = plan(kind, used, fields, nstep).steps.rows(B, forward)
+                mine.run_with(arrays, targets, None, 0, None, values)
             except Exception as e:
                 raise fail(e) from e
 

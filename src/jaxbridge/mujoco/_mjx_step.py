@@ -188,11 +188,8 @@ class _Model:
 
         mjx_host.__name__ = mjx_host.__qualname__ = f"mjx_{kind}"
         mjx_jacobian.__name__ = mjx_jacobian.__qualname__ = f"mjx_{kind}_jacobian"
-        if resolved is None:  # XLA's buffers straight into the engine where it can
-            batching: Any = Batching(calls, kind, live, nstep)
-            batching.fn = mjx_host
-        else:
-            batching = "vectorized"
+        batching = Batching(calls, kind, live, nstep, resolved)  # XLA's buffers into the rows
+        batching.fn = mjx_host
         host = jaxbridge.host(mjx_host, vmap=batching, result=result, used_outputs=True)
         jac = jaxbridge.host(mjx_jacobian, vmap="vectorized", result=jac_result, used_outputs=True)
 
