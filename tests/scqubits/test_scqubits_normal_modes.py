@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import sympy
 from jax.test_util import check_grads
-from scqubits_cases import dense
+from scqubits_cases import central_difference, dense
 
 import jaxbridge.scqubits as jbq
 from jaxbridge.scqubits import _hs_errors
@@ -138,10 +138,9 @@ def test_gradients_against_differences_of_scqubits(name, x0):
         return float(np.diff(circ.eigenvals(3))[1])
 
     ours = lambda x: jnp.diff(m.eigenvals({name: x}, evals_count=3))[1]
-    h = 1e-4
-    want = (theirs(x0 + h) - theirs(x0 - h)) / (2 * h)
+    want = central_difference(theirs, x0, 1e-3 * max(abs(x0), 1.0))
     grad = jax.jit(jax.grad(ours))(x0)
-    np.testing.assert_allclose(grad, want, rtol=1e-5)
+    np.testing.assert_allclose(grad, want, rtol=1e-7)
     np.testing.assert_allclose(jax.jacfwd(ours)(x0), grad, rtol=1e-9)
     check_grads(ours, (x0,), order=1, modes=("fwd", "rev"), eps=1e-4, atol=1e-6, rtol=1e-5)
 
