@@ -183,7 +183,11 @@ def main() -> None:
     figure = plot(rates, ended, batch, episode_length, pathlib.Path(args.out))
     print(f"learning curve saved to {figure}")
     print(f"whole run: {time.perf_counter() - began:.1f} s")
-    print(f"{ENV}: reward per step x {episode_length}: {rates[0]:.1f} -> {rates[-1]:.1f}")
+    untrained = rates[min(7, len(rates) - 1)]  # every phase of an episode in the rollout
+    print(
+        f"{ENV}: reward per step x {episode_length}: {untrained:.1f} at update "
+        f"{min(8, len(rates))} (untrained) -> {rates[-1]:.1f} at update {len(rates)}"
+    )
     assert np.isfinite(rates).all(), "a reward is not finite"
     if len(rates) >= 30:
         # Update 8 is the untrained policy's rate once every phase of an episode is in the

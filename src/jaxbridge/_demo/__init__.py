@@ -21,7 +21,15 @@ Stage = Callable[..., None]  # stage(report: list[str], *, quick: bool, out: pat
 
 # The stages, in order: the first user question (MuJoCo), then the second (SymPy, scqubits),
 # then an RL user's (PPO on jaxbridge.gymnasium), then qubit design by gradient (scqubits).
-_MODULES = ("_head_height", "_vae", "_transmon", "_fluxonium", "_ppo", "_qubit_design")
+_MODULES = (
+    "_head_height",
+    "_vae",
+    "_transmon",
+    "_fluxonium",
+    "_ppo",
+    "_qubit_design",
+    "_playground",
+)
 STAGES: tuple[Stage, ...] = tuple(
     importlib.import_module(f".{name}", __name__).stage for name in _MODULES
 )
