@@ -6,10 +6,9 @@ free memory at the top of its heap back to the operating system once it exceeds 
 threshold; glibc sets that threshold dynamically, to twice the largest mmapped block freed so
 far (128 KiB at the start, at most 64 MiB). A host function whose temporaries are a few MiB,
 freed at every call, then returns them to the system after each call and page-faults them in
-again at the next. Measured on `np.sort(np.sin(y) * np.cos(y))` of 300,000 values (issue 24):
-on the main thread every call took about 550 minor page faults and 2.3 times as long as on a
-worker thread, where it took none. `vmap="sequential"`, `"vectorized"` and the calling
-thread's share of `Threads` all paid it.
+again at the next, paying minor page faults a worker thread does not (issue 24, on
+`np.sort(np.sin(y) * np.cos(y))` of 300,000 values). `vmap="sequential"`, `"vectorized"` and
+the calling thread's share of `Threads` all paid it.
 
 `tune` fixes the thresholds instead, with `mallopt`: blocks below 64 MiB come from the arenas,
 and up to 128 MiB of free memory at the top of a heap is kept for the next call (the values

@@ -180,8 +180,8 @@ def eye(n: int, dtype: np.dtype) -> jax.Array:
 
 
 # Arithmetic straight to `lax`: arrays of one shape and the common dtype, and weak Python float
-# literals, need none of the `jnp` wrappers' promotion checks (about 150 us per operation when
-# tracing). Anything else (an unbatched input meeting a batched one, an integer or complex
+# literals, need none of the `jnp` wrappers' promotion checks, which are costly per operation when
+# tracing. Anything else (an unbatched input meeting a batched one, an integer or complex
 # literal) takes the `jnp` path, which broadcasts size-1 dimensions at equal rank.
 def _fast(lax_fn, jnp_fn):
     def op(*args):
