@@ -6,15 +6,16 @@ sensors. Here they are mapped to and from the `mjSTATE_FULLPHYSICS` vector by `_
 `coordinate_maps`.
 
 `mjd_transitionFD` refuses the RK4 integrator (which most gymnasium models use); there the
-same differences are taken over perturbed copies of the batch, all in one `mujoco.rollout`.
+same differences are taken over perturbed copies of the batch, all in one batched call
+(`mujoco.batch` from MuJoCo 4.0 on, else `mujoco.rollout`).
 Time, history, plugin state and plasticity are treated as constants (time passes through).
 
 Every difference is a pair of one-sided ones with step `EPS = 1e-7`, combined by
 `straddle_safe`: their mean where they agree, and where they do not (a contact appeared inside
 the step: MuJoCo's contact force jumps), a second look at `EPS / REFINE` decides between a kink
 (the mean) and a jump (the side that did not cross). `mjd_transitionFD` gives both sides when
-called forward-only with `eps` and with `-eps`; the batch is split over two threads, one
-`MjData` each (the bindings release the GIL inside every MuJoCo call).
+called forward-only with `eps` and with `-eps`; the batch is split over the engine's worker
+`MjData`s, one thread each (the bindings release the GIL inside every MuJoCo call).
 """
 
 from __future__ import annotations
