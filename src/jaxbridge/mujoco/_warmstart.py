@@ -9,10 +9,12 @@ incoming warm start). The next step's solver starts from it, and PGS, which stop
 `z' = [[A, A_w], [G_x, G_w]] z + [B; G_u] du` over `z = (dx, dw)`.
 
 `mjd_transitionFD` holds `w` fixed and `mujoco.rollout` does not return `w'`, so these
-differences are taken here: every perturbed point is rolled out on its own (`mujoco.rollout`,
-which sets the point's warm start and carries it between the `nstep` physics steps), and the
-warm start it left is read from the `MjData` after; the points are split over the worker's
-`MjData`s, one thread each (the bindings release the GIL inside the rollout).
+differences are taken here. With `mujoco.batch` (MuJoCo 4.0 and later) every perturbed point is
+a row of one batch, which keeps each row's warm start (`Engine.step_points`). Before 4.0 every
+point is rolled out on its own (`mujoco.rollout`, which sets the point's warm start and carries
+it between the `nstep` physics steps), and the warm start it left is read from the `MjData`
+after; the points are split over the worker's `MjData`s, one thread each (the bindings release
+the GIL inside the rollout).
 The pairs of one-sided differences and `straddle_safe` are as in `_derivatives`.
 """
 
