@@ -3,8 +3,9 @@
 The JAX side of `jaxbridge.mujoco.mjx`. A call resolves the `mjx.Model` to its `MjModel`
 (`_mjx_model.resolve`), checks that the `mjx.Data` is one of that model's (its pytree
 structure, shapes and dtypes are those `mjx.make_data` gives it), and makes ONE host call
-(`jaxbridge.host`, `vmap="vectorized"`: a `vmap` of it, nested or not, is one `mujoco.batch`
-call for the whole batch) whose inputs are the Data's `mjSTATE_INTEGRATION` leaves and whose
+(`jaxbridge.host` with `_mjx_host.Batching`, a vectorised strategy: a `vmap` of it, nested or
+not, is one `mujoco.batch` call for the whole batch, and float64 state calls copy XLA's buffers
+straight into the engine's rows) whose inputs are the Data's `mjSTATE_INTEGRATION` leaves and whose
 outputs are the leaves a step makes (`_mjx_host.Calls`, on the engine's `FieldSteps`), with
 `used_outputs`: only the leaves the program reads are computed and copied. The leaves no call
 changes (controls, applied forces, mocap poses, `eq_active`, userdata, MJX's `efc_type`) are
