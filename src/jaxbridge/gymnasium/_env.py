@@ -3,8 +3,9 @@
 The state (`EnvState`) is what gymnasium's `MjData` carries from one step to the next; a
 transition is one field call of `jaxbridge.mujoco` (`DataCalls`: the physics state, warm start
 and action in; the next physics state, warm start and every derived field the task reads out),
-and everything else (observation, reward, termination, info) is JAX. No MuJoCo call is made
-here but through `jaxbridge.mujoco`.
+and everything else (observation, reward, termination, info) is JAX. MuJoCo steps and forwards
+only through `jaxbridge.mujoco`; the one C call here, `mj_getState` in `state_from_gymnasium`,
+reads a live gymnasium environment.
 """
 
 from __future__ import annotations
