@@ -2,7 +2,8 @@
 
 The printer yields a flat list of assignments; we write them out as the body of one Python
 function and `exec` it. Tracing that function is one `jnp` call per distinct node, with no
-interpretation overhead, so tracing a 20,000-operation expression takes well under a second.
+interpretation overhead (the trace times are `benchmarks/sympy_converters.py`'s, in
+docs/performance.md).
 
 `_symbolic` (symbolic derivatives) and `_expression` build on `_generate`; `_compile` holds
 the public `compile`, which picks between `_generate` and `_symbolic`.

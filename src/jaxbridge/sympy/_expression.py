@@ -9,10 +9,10 @@ passed as an argument.
 Differentiating with respect to the constants goes through a `custom_jvp` whose parameter
 tangent is a linear call with a transpose of our own. JAX's transpose of a scalar constant used
 across a batch is one `reduce_sum` per constant, and XLA gives each reduction its own fusion,
-recomputing the shared forward and backward work in every one of them (about four times the
-arithmetic at 2,000 operations and 235 constants). Our transpose instead takes the cotangent of
-each constant *per batch element* (one reverse pass with the constants broadcast over the batch)
-and sums all of them in one variadic `lax.reduce`, which XLA fuses into a single loop.
+recomputing the shared forward and backward work in every one of them. Our transpose instead
+takes the cotangent of each constant *per batch element* (one reverse pass with the constants
+broadcast over the batch) and sums all of them in one variadic `lax.reduce`, which XLA fuses
+into a single loop.
 """
 
 from __future__ import annotations
