@@ -154,6 +154,10 @@ class Host(AbstractHost):
             original = _errors.take_recorded()
             if original is None:
                 raise
+            if isinstance(original, _errors.HostError):
+                # jaxbridge's own check (a kept argument, a wrong result): its own type, so
+                # `except jaxbridge.KeptArgumentError` catches it.
+                raise original from None
             raise _errors.HostError(_errors.format_host_exception(self.name, original)) from (
                 original
             )
