@@ -25,9 +25,9 @@ The load average is printed before and after. Rows:
 A round is `STEPS[name]` env steps from the reset states (CheetahRun 200, WalkerWalk 10,
 HumanoidWalk 50: random actions take walker and humanoid past the contacts MJX's layout has
 slots for soon after, see `STEPS`). Playground's rows are ~5x and ~100x slower, so they run
-`T // 10` and `T // 100` steps a round (at least 2). `--quick` (the `python -m jaxbridge bench --quick` smoke test) runs CheetahRun
-alone at batch 8, a few steps, one round, and leaves out the default row (its first compile
-takes about a minute).
+`T // 10` and `T // 100` steps a round (at least 2). `--quick` (the smoke test of
+`python -m jaxbridge bench --quick`) runs CheetahRun alone at batch 8, a few steps, one
+round, and leaves out the default row (its first compile takes about a minute).
 """
 
 from __future__ import annotations
