@@ -82,8 +82,9 @@ OPERATOR_TERM = (
 SHARING_ON_CPU = (
     "`jaxbridge.sympy.compile`: this expression prints to {lines} operations, {shared} of them "
     "used more than once. XLA:CPU's fusion emitter recomputes shared values of fused programs "
-    "this large at each use (a 4,000-operation expression with heavy sharing ran 1,400 times "
-    "slower than with sharing kept). Compile with the older emitter, which keeps them: "
+    "this large at each use, which can make a call orders of magnitude slower (measured in "
+    "docs/sympy.md, 'Large expressions on CPU'). Compile with the older emitter, which keeps "
+    "them: "
     "`jax.jit(f, compiler_options={{'xla_cpu_use_fusion_emitters': False}})`, or "
     "XLA_FLAGS=--xla_cpu_use_fusion_emitters=false for the whole program."
 )
