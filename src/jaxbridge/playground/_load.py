@@ -112,7 +112,10 @@ def load(
         trace Playground's own code, with each `mjx.step`/`mjx.forward` a call of
         `jaxbridge.mujoco.mjx` (MuJoCo's `mj_step`/`mj_forward`, in float64 with
         `jax_enable_x64`, else rounded to float32). Under `jit`, `vmap` (one `mujoco.batch` call
-        for the batch), `scan` and `grad` (central differences), as `jaxbridge.mujoco.mjx`.
+        for the batch), `scan` and `grad`, as `jaxbridge.mujoco.mjx`: its derivatives are the
+        package's straddle-safe differences (`_differences.jacobian`: the mean of the two
+        one-sided quotients where they agree, and where a step reaches over a contact that
+        appears or vanishes, the quotient of the side that holds the state).
 
     Raises:
         ValueError: an unknown name; an environment C MuJoCo cannot serve (its robot needs
