@@ -13,24 +13,30 @@ import pathlib
 
 
 class Package:
-    """The modules of one flat package (`jaxbridge.sympy`, ...) and their imports of each other."""
+    """The modules of one package, its subpackages included, and their imports of each other."""
 
     def __init__(self, name: str):
         self.name = name
-        root = pathlib.Path(importlib.import_module(name).__file__ or "").parent
-        self.modules = {
-            (name if path.stem == "__init__" else f"{name}.{path.stem}"): path
-            for path in sorted(root.glob("*.py"))
-        }
+        self.root = pathlib.Path(importlib.import_module(name).__file__ or "").parent
+        self.modules: dict[str, pathlib.Path] = {}
+        for path in sorted(self.root.rglob("*.py")):
+            parts = path.relative_to(self.root).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            self.modules[".".join((name, *parts))] = path
+
+    def is_package(self, module: str) -> bool:
+        """Whether `module` is a package (its file an `__init__.py`)."""
+        return self.modules[module].name == "__init__.py"
 
     def targets(self, node: ast.Import | ast.ImportFrom, module: str) -> list[str]:
         """The modules of this package that `node` (in `module`) imports."""
-        package_name, modules = self.name, self.modules
+        modules = self.modules
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         else:
             if node.level:
-                package = module if module == package_name else module.rsplit(".", 1)[0]
+                package = module if self.is_package(module) else module.rsplit(".", 1)[0]
                 parts = package.split(".")
                 base = ".".join(parts[: len(parts) - node.level + 1])
                 base = f"{base}.{node.module}" if node.module else base
@@ -40,12 +46,12 @@ class Package:
             # imported first, as every submodule's parent); `from . import compile` would
             # import from the package's `__init__`; `from ._nodes import X` imports `_nodes`.
             submodules = [f"{base}.{alias.name}" for alias in node.names]
-            if base != package_name:
+            if base not in modules or not self.is_package(base):
                 names = [base]
             elif all(n in modules for n in submodules):
                 names = submodules
             else:
-                names = [package_name, *submodules]
+                names = [base, *submodules]
         return [n for n in names if n in modules]
 
     def imports(self, module: str) -> tuple[set[str], list[tuple[int, str]]]:
@@ -82,7 +88,8 @@ class Package:
     def lazy(self) -> list[str]:
         """`file:line imports module` for each import of a sibling inside a function."""
         return [
-            f"{self.modules[m].name}:{line} imports {t.removeprefix(self.name + '.')}"
+            f"{self.modules[m].relative_to(self.root)}:{line} imports "
+            f"{t.removeprefix(self.name + '.')}"
             for m in self.modules
             for line, t in self.imports(m)[1]
         ]
