@@ -73,3 +73,51 @@ def states(m: Any, n: int, seed: int = 0, settle: int = 20) -> list[Any]:
             mujoco.mj_step(m, d)
         out.append(d)
     return out
+
+
+def crowd(cone: str = "pyramidal", jacobian: str = "dense") -> Any:
+    """Free bodies of condim 1 (3 in an elliptic cone, where MJX has no condim 1), 3, 4 and 6
+    over a plane, a hinge with a range and friction loss, and a connect equality: every kind
+    of constraint row `mjx.put_data` places."""
+    low = 3 if cone == "elliptic" else 1
+    xml = f"""
+    <mujoco>
+      <option timestep="0.005" cone="{cone}" jacobian="{jacobian}"/>
+      <worldbody>
+        <geom type="plane" size="5 5 .1" condim="{low}"/>
+        <body pos="0 0 .1"><freejoint/><geom type="sphere" size=".1" condim="{low}"/></body>
+        <body pos=".4 0 .1"><freejoint/><geom type="box" size=".1 .1 .1"/></body>
+        <body pos="-.4 0 .1"><freejoint/><geom type="sphere" size=".1" condim="4"/></body>
+        <body pos="0 .4 .1"><freejoint/><geom type="sphere" size=".1" condim="6"/></body>
+        <body name="arm" pos="0 -.6 .5">
+          <joint name="h" type="hinge" axis="0 1 0" range="-.3 .3" frictionloss=".05"/>
+          <geom type="capsule" fromto="0 0 0 .3 0 0" size=".04" contype="0" conaffinity="0"/>
+          <body name="tip" pos=".3 0 0"><joint type="hinge" axis="0 1 0"/>
+            <geom type="sphere" size=".04" contype="0" conaffinity="0"/></body>
+        </body>
+      </worldbody>
+      <equality><connect body1="tip" body2="world" anchor="0 0 0"/></equality>
+      <actuator><motor joint="h"/></actuator>
+    </mujoco>
+    """
+    return mujoco.MjModel.from_xml_string(xml)
+
+
+def crowd_states(m: Any, lifted: list[bool], seed: int = 0) -> list[Any]:
+    """States of `crowd`: those `lifted` (each free body raised by a different height, some
+    off the ground) touch the ground in fewer places, or none."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for k, up in enumerate(lifted):
+        d = mujoco.MjData(m)
+        d.qpos[:] = m.qpos0
+        d.qvel[:] = 0.3 * rng.standard_normal(m.nv)
+        d.ctrl[:] = rng.uniform(-1, 1, m.nu)
+        for body in range(4):  # free joints' z: lifted by 0.5 from the k-th on
+            d.qpos[7 * body + 2] += 0.5 if up and body >= k % 4 else -0.005
+        d.qpos[28] = 0.4 * (k % 3 - 1)  # the hinge near, past or away from its range
+        mujoco.mj_forward(m, d)
+        for _ in range(3):
+            mujoco.mj_step(m, d)
+        out.append(d)
+    return out

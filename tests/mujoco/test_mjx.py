@@ -14,7 +14,7 @@ import pytest
 
 mjx = pytest.importorskip("mujoco.mjx")
 
-from mjx_models import chain, pendulum, scene, states  # noqa: E402
+from mjx_models import chain, crowd, crowd_states, pendulum, scene, states  # noqa: E402
 
 from jaxbridge.mujoco import _fields, _mjx_host  # noqa: E402
 from jaxbridge.mujoco import mjx as cmjx  # noqa: E402
@@ -308,3 +308,42 @@ def test_nstep_is_that_many_raw_steps_in_one_call(model):
     np.testing.assert_allclose(five(u), one(u), rtol=1e-5, atol=1e-7)
     with pytest.raises(ValueError, match=r"nstep=\.\.\.\)` must be an int >= 1; got 0"):
         cmjx.step(mx, data, nstep=0)
+
+
+@pytest.mark.parametrize(
+    ("cone", "jacobian"), [("pyramidal", "dense"), ("elliptic", "dense"), ("pyramidal", "sparse")]
+)
+def test_a_batch_whose_rows_have_different_contacts_and_rows(x64, cone, jacobian):
+    """Each row's contacts in MJX's slots and its constraint rows at MJX's offsets, from one
+    batch call: rows with contacts of every condim, fewer, and none, and with and without an
+    active limit."""
+    m = crowd(cone, jacobian)
+    mx = cmjx.put_model(m)
+    ds = crowd_states(m, [False, True, True, True, True, False])
+    ncons = [d.ncon for d in ds]
+    assert len(set(ncons)) >= 3 and 0 in ncons and len({d.nl for d in ds}) == 2
+    dims = {3, 4, 6} if cone == "elliptic" else {1, 3, 4, 6}
+    assert {int(c) for d in ds for c in d.contact.dim} == dims
+    data = [mjx.put_data(m, d) for d in ds]
+    batch = jax.tree_util.tree_map(lambda *x: jnp.stack(x), *data)
+    out = jax.jit(jax.vmap(cmjx.step, (None, 0)))(mx, batch)
+    for i, d in enumerate(data):
+        assert_data_equal(jax.tree_util.tree_map(lambda x, i=i: x[i], out), raw(m, d))
+
+
+def test_a_batch_without_contacts(x64):
+    m = crowd()
+    mx = cmjx.put_model(m)
+    ds = crowd_states(m, [True] * 4)
+    ds = [d for d in ds if d.ncon == 0] or ds[:1]
+    for d in ds:
+        d.qpos[2::7][:4] += 1.0  # every free body well off the ground
+        mujoco.mj_forward(m, d)
+    assert all(d.ncon == 0 for d in ds)
+    data = [mjx.put_data(m, d) for d in ds]
+    batch = jax.tree_util.tree_map(lambda *x: jnp.stack(x), *data)
+    out = jax.jit(jax.vmap(cmjx.step, (None, 0)))(mx, batch)
+    for i, d in enumerate(data):
+        got = jax.tree_util.tree_map(lambda x, i=i: x[i], out)
+        assert_data_equal(got, raw(m, d))
+        assert np.all(np.asarray(got._impl.contact.dist) == 1e10)

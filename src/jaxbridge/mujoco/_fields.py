@@ -92,6 +92,9 @@ _CONSTANT_INPUTS = ("time", "eq_active")
 
 #: `each_row(i, d)`: reads what a caller needs of row `i`'s `MjData` `d` after a call.
 EachRow = Callable[[int, Any], None]
+#: `select(outs)`: of a call's `(n, *shape)` outputs, the rows (`0..n-1`) whose `MjData`
+#: `each_row` reads; the others are not copied out of the batch.
+Select = Callable[[Sequence[np.ndarray]], np.ndarray]
 
 #: The most rows one batch call steps in `FieldSteps.step` (a Jacobian's points); fewer are
 #: padded to a power of two, so that the batch sizes a Jacobian meets are few, each made once.
@@ -296,6 +299,7 @@ class FieldSteps:
         exact: bool = False,
         each_row: EachRow | None = None,
         model_values: Sequence[np.ndarray] | None = None,
+        select: Select | None = None,
     ) -> list[np.ndarray]:
         B = ins[0].shape[0] if ins else 1
         outs = self._new_outputs(B)
@@ -308,7 +312,7 @@ class FieldSteps:
                 rows.run(part, got)
             else:
                 mine = None if values is None else [_pad(v[lo:hi], size) for v in values]
-                rows.run_with(part, got, each_row, lo, hi - lo, mine)
+                rows.run_with(part, got, each_row, lo, hi - lo, mine, select)
             if got is not outs:
                 for o, g in zip(outs, got):
                     o[lo:hi] = g[: hi - lo]
@@ -320,6 +324,7 @@ class FieldSteps:
         exact: bool = False,
         each_row: EachRow | None = None,
         model_values: Sequence[np.ndarray] | None = None,
+        select: Select | None = None,
     ) -> list[np.ndarray]:
         """`nstep` calls of `mj_step` from each of `B` rows of inputs.
 
@@ -333,11 +338,13 @@ class FieldSteps:
                 and constraint rows: fields of no fixed shape), to read what it needs from
                 `d` before the next call; a persistent `FieldSteps`' only.
             model_values: one `(B, *shape)` array per `model_fields`: each row's values.
+            select: `select(outs)`, the rows of a batch call's outputs whose `MjData`
+                `each_row` reads (say those in contact); by default all.
 
         Returns:
             One new `(B, *shape)` array per output field, in `outputs` order.
         """
-        return self._chunked(self._checked(ins), False, exact, each_row, model_values)
+        return self._chunked(self._checked(ins), False, exact, each_row, model_values, select)
 
     def forward(
         self,
@@ -345,10 +352,11 @@ class FieldSteps:
         exact: bool = False,
         each_row: EachRow | None = None,
         model_values: Sequence[np.ndarray] | None = None,
+        select: Select | None = None,
     ) -> list[np.ndarray]:
         """`mj_forward` at each of `B` rows of inputs; the outputs (and `each_row`,
-        `model_values`) as `step`'s."""
-        return self._chunked(self._checked(ins), True, exact, each_row, model_values)
+        `model_values`, `select`) as `step`'s."""
+        return self._chunked(self._checked(ins), True, exact, each_row, model_values, select)
 
     def _model_values(self, values: Sequence[np.ndarray] | None, B: int) -> list[np.ndarray] | None:
         if not self.model_fields:
@@ -520,11 +528,13 @@ class FieldRows:
         first: int = 0,
         n: int | None = None,
         model_values: Sequence[np.ndarray] | None = None,
+        select: Select | None = None,
     ) -> None:
         """`run` on the rows' own values of `model_fields` (`(B, *shape)` each, written
         where they changed since the last call), then `each_row(first + i, d)` for the first
-        `n` rows (all by default), `d` holding row `i`'s `MjData` as the call left it; under
-        the lock, so that no other call comes in between."""
+        `n` rows (all by default; with `select`, those of them it picks from `outs`), `d`
+        holding row `i`'s `MjData` as the call left it; under the lock, so that no other call
+        comes in between."""
         if each_row is not None and not self.steps.persistent:
             raise ValueError(
                 "`FieldSteps.step(each_row=...)`: this batch shares its `MjData`s between "
@@ -538,7 +548,12 @@ class FieldRows:
             if each_row is None:
                 return
             d, get = self.data, self.native.get_data
-            for i in range(self.B if n is None else n):
+            count = self.B if n is None else n
+            if select is None:
+                picked: Any = range(count)
+            else:
+                picked = [int(i) for i in select(outs) if i < count]
+            for i in picked:
                 get(i, d)
                 each_row(first + i, d)
 

@@ -51,7 +51,6 @@ _CONTACT_FIELDS = (
     "geom",
 )
 _EFC_FIELDS = (
-    "efc_J",
     "efc_pos",
     "efc_margin",
     "efc_frictionloss",
@@ -59,6 +58,8 @@ _EFC_FIELDS = (
     "efc_aref",
     "efc_force",
 )
+#: The counts of each row's contacts and constraint rows (bound, so read for all rows at once).
+_COUNTS = ("ncon", "nefc", "ne", "nf", "nl")
 
 
 def _sparse_index(rownnz: np.ndarray, rowadr: np.ndarray, colind: np.ndarray):
@@ -98,6 +99,24 @@ class Calls:
             self.ten_index = _sparse_index(
                 model.ten_J_rownnz, model.ten_J_rowadr, model.ten_J_colind
             )
+        # MJX's contact slots and constraint rows (`mjx.put_data`'s placement): the slots of
+        # each condim, the offsets of the equality, friction and limit rows, and, for each of
+        # the slots' rows, its slot, its row within the slot and its index
+        self.slots = {int(v): np.flatnonzero(self.dim == v) for v in np.unique(self.dim)}
+        self.starts = (0, self.ne, self.ne + self.nf)
+        slot, offset = [], []
+        for to, v in enumerate(self.dim):
+            nrow = (int(v) - 1) * 2 if int(v) > 1 and self.pyramidal else int(v)
+            slot += [to] * nrow
+            offset += list(range(nrow))
+        self.row_slot = np.asarray(slot, np.intp)
+        self.row_offset = np.asarray(offset, np.intp)
+        self.row_target = self.efc_address[self.row_slot] + self.row_offset
+        keep = (self.row_target >= 0) & (self.row_target < self.nefc)
+        self.row_slot, self.row_offset = self.row_slot[keep], self.row_offset[keep]
+        self.row_target = self.row_target[keep]
+        self._arena: tuple[Any, int, np.ndarray] | None = None
+        self.contact_dtype = np.dtype([])
         self.inputs = tuple(name for name, _ in L.INPUTS)
         self._plans: dict[tuple[str, frozenset[int], tuple[str, ...], int], _Plan] = {}
         self._lock = threading.Lock()
@@ -120,6 +139,8 @@ class Calls:
                     names.add("moment_colind")
                 else:  # ten_J, solver_niter
                     names.add(leaf.name)
+            elif leaf.kind == L.ROWS:
+                names |= set(_COUNTS)  # which rows are read, and how many rows each has
         return tuple(sorted(names))
 
     def _plan(
@@ -166,14 +187,13 @@ class Calls:
         plan = self._plan(kind, frozenset(live), tuple(model_fields), nstep)
         steps, layout = plan.steps, self.layout
         ins = [inputs[n] for n in self.inputs]
-        per_row: dict[str, np.ndarray] = {}
-        each = None
-        if plan.per_row:
-            per_row = self._new_rows(B)
-            each = lambda i, d: self._read_row(d, per_row, i)  # noqa: E731
+        reader = _Rows(self, B) if plan.per_row else None
+        each = None if reader is None else reader.read
+        select = None if reader is None else reader.select(steps.outputs)
         call = steps.forward if kind == "forward" else steps.step
-        got = call(*ins, exact=exact, each_row=each, model_values=model_values)
+        got = call(*ins, exact=exact, each_row=each, model_values=model_values, select=select)
         values = dict(zip(steps.outputs, got))
+        per_row = {} if reader is None else reader.finish(values)
         dense: dict[str, np.ndarray] = {}
         outs = []
         for i in live:
@@ -192,6 +212,37 @@ class Calls:
         return outs
 
     # -- conversions as mjx.put_data makes them ---------------------------------------------
+
+    def check_slots(self, cdim: np.ndarray) -> None:
+        """Raises where the contacts of condims `cdim` (-1: none) do not fit MJX's slots."""
+        cdim = np.asarray(cdim)
+        for v in np.unique(cdim[cdim >= 0]):
+            have = len(self.slots.get(int(v), ()))
+            got = int((cdim == v).sum())
+            if got > have:
+                raise ValueError(
+                    f"`jaxbridge.mujoco.mjx`: {got} contacts of condim {v}, but the "
+                    f"mjx.Data has {have} slots for them (as `mjx.put_data`, it "
+                    "cannot place the rest)."
+                )
+
+    def arena(self, d: Any) -> np.ndarray:
+        """The bytes of the contact list of `MjData` `d` (in contact: `ncon > 0`), room for
+        one per slot: MuJoCo keeps its contacts at the start of the arena (`d->contact =
+        d->arena`), so the view is made once per `MjData` and its address checked on each
+        use."""
+        base = int(np.asarray(d.contact.dist).ctypes.data)
+        hit = self._arena
+        if hit is not None and hit[0] is d and hit[1] == base:
+            return hit[2]
+        import ctypes
+
+        dtype = _contact_dtype(d.contact, base)
+        size = len(self.dim) * dtype.itemsize
+        view = np.ctypeslib.as_array((ctypes.c_uint8 * max(size, 1)).from_address(base))
+        self.contact_dtype = dtype
+        self._arena = (d, base, view)
+        return view
 
     def _dense(self, b: dict[str, np.ndarray], B: int) -> dict[str, np.ndarray]:
         """The dense leaves from the fields `b` of the call (`(B, ...)` each)."""
@@ -212,11 +263,10 @@ class Calls:
         if "actuator_moment" in b:
             nu = int(self.model.nu)
             moment = np.zeros((B, nu, nv))
-            vals, nnz = b["actuator_moment"], b["moment_rownnz"]
-            adr, col = b["moment_rowadr"], b["moment_colind"]
-            for j in range(B):
-                rr, cc, kk = _sparse_index(nnz[j], adr[j], col[j])
-                moment[j, rr, cc] = vals[j, kk]
+            if nu:
+                vals, nnz = b["actuator_moment"], b["moment_rownnz"].reshape(B, nu)
+                adr, col = b["moment_rowadr"].reshape(B, nu), b["moment_colind"]
+                moment = _csr_dense(vals.reshape(B, -1), nnz, adr, col.reshape(B, -1), nv)
             out["actuator_moment"] = moment
         if "ten_J" in b:
             ten = np.zeros((B, int(self.model.ntendon), nv))
@@ -228,62 +278,161 @@ class Calls:
             out["solver_niter"] = b["solver_niter"][:, 0]
         return out
 
-    def _new_rows(self, B: int) -> dict[str, np.ndarray]:
-        """Zeroed `(B, *shape)` arrays of the contact and constraint-row leaves."""
-        leaves = self.layout.leaves
-        out = {}
-        for leaf in leaves:
-            if leaf.kind == L.ROWS:
-                out[leaf.path] = np.zeros((B, *leaf.shape))
-        out["_impl.contact.dist"][:] = 1e10  # an empty slot, as `mjx.put_data` fills it
+
+def _contact_dtype(c: Any, base: int) -> np.dtype:
+    """The structured dtype of MuJoCo's `mjContact` (the fields `mjx.put_data` reads, and
+    `dim` and `efc_address`) at the offsets the bindings' views of contact list `c` give,
+    `base` the address of its first contact."""
+    names, formats, offsets = [], [], []
+    for n in (*_CONTACT_FIELDS, "dim", "efc_address"):
+        view = np.asarray(getattr(c, n))
+        names.append(n)
+        formats.append((view.dtype, view.shape[1:]) if view.ndim > 1 else view.dtype)
+        offsets.append(view.ctypes.data - base)
+    stride = int(np.asarray(c.dist).strides[0])
+    return np.dtype({"names": names, "formats": formats, "offsets": offsets, "itemsize": stride})
+
+
+class _Rows:
+    """One call's contacts and constraint rows: `read(i, d)` copies row `i`'s raw contacts
+    and rows out of its `MjData` (a few NumPy copies, for the rows `select` picks: those with
+    any contact or row), and `finish` places all rows' at once in MJX's fixed slots, as
+    `mjx.put_data` places them."""
+
+    def __init__(self, calls: Calls, B: int):
+        self.calls, self.B = calls, B
+        S, cap, nv = len(calls.dim), calls.nefc, calls.nv
+        self.S, self.cap = S, cap
+        self.stride = 0
+        self.view: np.ndarray | None = None
+        self.raw = np.zeros((B, 0), np.uint8)  # made at the first contact (its stride)
+        self.vectors = {n: np.zeros((B, cap)) for n in _EFC_FIELDS}
+        self.c_sparse = bool(mujoco.mj_isSparse(calls.model))
+        self.J = np.zeros((B, cap * nv))
+        if self.c_sparse:
+            self.rownnz = np.zeros((B, cap), np.intp)
+            self.rowadr = np.zeros((B, cap), np.intp)
+            self.colind = np.zeros((B, cap * nv), np.intp)
+
+    def select(self, outputs: Sequence[str]) -> Callable[[Sequence[np.ndarray]], np.ndarray]:
+        """The rows with a contact or a constraint row; keeps each call's counts."""
+        k = {n: outputs.index(n) for n in _COUNTS}
+
+        def select(outs: Sequence[np.ndarray]) -> np.ndarray:
+            ncon, nefc = (np.asarray(outs[k[n]]).reshape(-1) for n in ("ncon", "nefc"))
+            return np.flatnonzero((ncon > 0) | (nefc > 0))
+
+        return select
+
+    def read(self, i: int, d: Any) -> None:
+        """Row `i`'s contacts (raw `mjContact` bytes) and constraint rows, from `d`."""
+        nc, ne = int(d.ncon), int(d.nefc)
+        if nc > self.S or ne > self.cap:
+            self.calls.check_slots(d.contact.dim)  # raises, naming the condim
+            raise ValueError(  # rows beyond MJX's though the contacts fit: not expected
+                f"`jaxbridge.mujoco.mjx`: {ne} constraint rows, but the mjx.Data has "
+                f"{self.cap} (as `mjx.put_data`, it cannot place the rest)."
+            )
+        if nc:
+            if self.view is None:  # once a call: the address is checked, the view kept
+                self.view = self.calls.arena(d)
+            arena = self.view
+            if self.raw.shape[1] == 0:
+                self.stride = self.calls.contact_dtype.itemsize
+                self.raw = np.zeros((self.B, self.S * self.stride), np.uint8)
+            n = nc * self.stride
+            self.raw[i, :n] = arena[:n]
+        if ne:
+            for name, out in self.vectors.items():
+                out[i, :ne] = getattr(d, name)
+            J = d.efc_J.reshape(-1)
+            self.J[i, : J.size] = J
+            if self.c_sparse:
+                self.rownnz[i, :ne] = d.efc_J_rownnz
+                self.rowadr[i, :ne] = d.efc_J_rowadr
+                self.colind[i, : J.size] = d.efc_J_colind
+
+    def finish(self, values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The `(B, *shape)` contact and constraint-row leaves, by path."""
+        calls, B, S, nv = self.calls, self.B, self.S, self.calls.nv
+        counts = {n: np.asarray(values[n]).reshape(-1).astype(np.intp) for n in _COUNTS}
+        ncon = counts["ncon"]
+        out: dict[str, np.ndarray] = {}
+        # the contact of each slot: C's contacts of each condim, in order, in that condim's
+        # slots (`mjx.put_data`'s contact_map); -1 for an empty slot
+        cmap = np.full((B, S), -1, np.intp)
+        if self.raw.shape[1]:
+            con = self.raw.view(calls.contact_dtype).reshape(B, S)
+            present = np.arange(S)[None, :] < ncon[:, None]
+            cdim = np.where(present, con["dim"], -1)
+            for v in np.unique(cdim[present]):
+                slots = calls.slots.get(int(v), np.zeros(0, np.intp))
+                mine = cdim == v
+                rank = np.cumsum(mine, axis=1) - 1
+                if (rank[:, -1] + 1 > len(slots)).any():
+                    calls.check_slots(cdim[np.argmax(rank[:, -1])])  # raises
+                b, k = np.nonzero(mine)
+                cmap[b, slots[rank[b, k]]] = k
+        filled = cmap >= 0
+        safe = np.where(filled, cmap, 0)
+        rows_b = np.arange(B)[:, None]
+        for n in _CONTACT_FIELDS:
+            leaf = calls.layout.leaves[calls.layout.index[f"_impl.contact.{n}"]]
+            value = np.zeros((B, *leaf.shape))
+            if n == "dist":
+                value[...] = 1e10  # an empty slot, as `mjx.put_data` fills it
+            if filled.any():
+                src = con[n][rows_b, safe]
+                if n == "frame":
+                    src = src.reshape(B, S, 3, 3)
+                mask = filled.reshape(B, S, *([1] * (src.ndim - 2)))
+                value = np.where(mask, src, value)
+            out[f"_impl.contact.{n}"] = value
+        # the constraint row each of MJX's rows comes from (-1: none): equality, friction
+        # and limit rows at MJX's offsets, then each filled slot's rows at its address
+        cap = self.cap
+        rmap = np.full((B, cap), -1, np.intp)
+        starts_c = [np.zeros(B, np.intp), counts["ne"], counts["ne"] + counts["nf"]]
+        sizes = [counts["ne"], counts["nf"], counts["nl"]]
+        j = np.arange(cap)[None, :]
+        for a, s0, n in zip(calls.starts, starts_c, sizes):
+            take = (j >= a) & (j < a + n[:, None])
+            rmap = np.where(take, j - a + s0[:, None], rmap)
+        if filled.any() and calls.row_slot.size:
+            slot, r, to = calls.row_slot, calls.row_offset, calls.row_target
+            frm = con["efc_address"][rows_b, safe[:, slot]]
+            ok = filled[:, slot] & (frm >= 0)
+            rmap[:, to] = np.where(ok, frm + r, rmap[:, to])
+        have = rmap >= 0
+        at = np.where(have, rmap, 0)
+        for n, src in self.vectors.items():
+            out[f"_impl.{n}"] = np.where(have, src[rows_b, at], 0.0)
+        if self.c_sparse:
+            rownnz = np.where(np.arange(cap)[None, :] < counts["nefc"][:, None], self.rownnz, 0)
+            J = _csr_dense(self.J, rownnz, self.rowadr, self.colind, nv)
+        else:
+            J = self.J.reshape(B, cap, nv)
+        out["_impl.efc_J"] = np.where(have[:, :, None], J[rows_b, at], 0.0)
         return out
 
-    def _read_row(self, d: Any, out: dict[str, np.ndarray], j: int) -> None:
-        """Row `j` of the contact and constraint-row leaves from its `MjData` `d`."""
-        ncon, nv = len(self.dim), self.nv
-        c = d.contact
-        cmap = -np.ones(ncon, dtype=np.intp)
-        cdim = np.asarray(c.dim)
-        for v in np.unique(cdim):
-            slots = np.flatnonzero(self.dim == v)
-            got = np.flatnonzero(cdim == v)
-            if len(got) > len(slots):
-                raise ValueError(
-                    f"`jaxbridge.mujoco.mjx`: {len(got)} contacts of condim {v}, but the "
-                    f"mjx.Data has {len(slots)} slots for them (as `mjx.put_data`, it "
-                    "cannot place the rest)."
-                )
-            cmap[slots[: len(got)]] = got
-        filled = cmap >= 0
-        if filled.any():
-            for n in _CONTACT_FIELDS:
-                src = np.asarray(getattr(c, n))
-                if n == "frame":
-                    src = src.reshape(-1, 3, 3)
-                out[f"_impl.contact.{n}"][j][filled] = src[cmap[filled]]
-        if mujoco.mj_isSparse(self.model):
-            efc_j = np.zeros((int(d.nefc), nv))
-            mujoco.mju_sparse2dense(efc_j, d.efc_J, d.efc_J_rownnz, d.efc_J_rowadr, d.efc_J_colind)
-        else:
-            efc_j = np.asarray(d.efc_J).reshape(-1, nv) if nv else np.zeros((0, 0))
-        starts_d = (0, int(d.ne), int(d.ne) + int(d.nf))
-        starts_m = (0, self.ne, self.ne + self.nf)
-        sizes = (int(d.ne), int(d.nf), int(d.nl))
-        for n in _EFC_FIELDS:
-            src = efc_j if n == "efc_J" else np.asarray(getattr(d, n))
-            value = out[f"_impl.{n}"][j]
-            for a, b0, s in zip(starts_m, starts_d, sizes):
-                value[a : a + s] = src[b0 : b0 + s]
-            for to, frm in enumerate(cmap):
-                if frm < 0:
-                    continue
-                nrow = int(self.dim[to])
-                if nrow > 1 and self.pyramidal:
-                    nrow = (nrow - 1) * 2
-                i_from, i_to = int(c.efc_address[frm]), int(self.efc_address[to])
-                if i_from < 0:
-                    continue
-                value[i_to : i_to + nrow] = src[i_from : i_from + nrow]
+
+def _csr_dense(
+    vals: np.ndarray, rownnz: np.ndarray, rowadr: np.ndarray, colind: np.ndarray, ncol: int
+) -> np.ndarray:
+    """`(B, nrow, ncol)` dense matrices from `B` CSR ones (`(B, nnz)` values and columns,
+    `(B, nrow)` row counts and addresses), as `mju_sparse2dense` makes each: one scatter for
+    the whole batch."""
+    B, nrow = rownnz.shape
+    out = np.zeros((B, nrow + 1, ncol))  # row `nrow`: where the unused entries go
+    if not nrow or not ncol or not vals.shape[1]:
+        return out[:, :nrow]
+    t = np.arange(ncol)[None, None, :]
+    used = t < rownnz[:, :, None]
+    k = np.where(used, rowadr[:, :, None] + t, 0)
+    b = np.arange(B)[:, None, None]
+    row = np.where(used, np.arange(nrow)[None, :, None], nrow)
+    out[b, row, colind[b, k]] = np.where(used, vals[b, k], 0.0)
+    return out[:, :nrow]
 
 
 def _cho_factor(M: np.ndarray) -> np.ndarray:
@@ -292,6 +441,12 @@ def _cho_factor(M: np.ndarray) -> np.ndarray:
     definite, as `mjx.put_data` leaves them)."""
     import scipy.linalg
 
+    if M.shape[1] and np.isfinite(M).all():  # scipy refuses a non-finite M: zeros, below
+        try:  # the whole batch in one call; one by one where some M is not definite
+            upper = np.swapaxes(np.linalg.cholesky(M), 1, 2)
+            return np.where(np.triu(np.ones(M.shape[1:], bool)), upper, M)
+        except np.linalg.LinAlgError:
+            pass
     out = np.zeros_like(M)
     for j in range(M.shape[0]):
         try:
