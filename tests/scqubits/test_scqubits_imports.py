@@ -3,6 +3,8 @@
 Every import statement counts: at module level, under `TYPE_CHECKING`, or inside a function (a
 lazy import still closes a circle, only later). `model()` dispatches from the top
 (`_dispatch.py`); a `HilbertSpace`'s subsystems get their models from the modules below it.
+Each qubit's file in `qubits/` sits on the bottom modules only (`_spec`, `_channel`, `_terms`,
+`_params`), never on a model or the noise engine.
 """
 
 from package_imports import Package, cycle
@@ -16,6 +18,10 @@ def test_the_reader_sees_the_package():
     assert len(graph) >= 15
     assert f"{PACKAGE}._dispatch" in graph[PACKAGE]  # `__init__` re-exports model
     assert f"{PACKAGE}._eigen" in graph[f"{PACKAGE}._model"]
+    # the subpackage is read too: `from .. import` and `from . import` inside `qubits/`
+    assert f"{PACKAGE}._spec" in graph[f"{PACKAGE}.qubits.fluxonium"]
+    assert f"{PACKAGE}.qubits.fluxonium" in graph[f"{PACKAGE}.qubits._registry"]
+    assert f"{PACKAGE}.qubits" in graph[f"{PACKAGE}._specs"]
     assert cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert cycle({"a": {"b"}, "b": set()}) is None
 
@@ -38,3 +44,22 @@ def test_model_dispatches_from_the_top_and_the_solvers_sit_at_the_bottom():
     assert graph[f"{PACKAGE}._eigen"] <= {f"{PACKAGE}._errors", f"{PACKAGE}._terms"}
     solvers = [m for m in PKG.modules if m.rsplit(".", 1)[1] in ("_eigh", "_eigpairs", "_solvers")]
     assert not solvers, solvers
+
+
+QUBIT_FILES = ("transmon", "fluxonium", "flux_qubit", "zero_pi", "cos2phi")
+BOTTOM = {f"{PACKAGE}.{m}" for m in ("_spec", "_channel", "_terms", "_params")}
+
+
+def test_each_qubit_file_sits_on_the_bottom_modules_only():
+    graph = PKG.graph()
+    sub = f"{PACKAGE}.qubits"
+    files = {m for m in PKG.modules if m.startswith(f"{sub}.") and m != f"{sub}._registry"}
+    assert files == {f"{sub}.{name}" for name in QUBIT_FILES}
+    for m in sorted(files):
+        assert graph[m] <= BOTTOM, f"{m} imports {sorted(graph[m] - BOTTOM)}"
+    assert graph[f"{sub}._registry"] <= files | BOTTOM
+    assert graph[sub] == {f"{sub}._registry"}  # `__init__` only re-exports the registry
+    # the bottom imports no model: `Spec` over `Terms`, `Channel` over the spectral densities
+    assert graph[f"{PACKAGE}._spec"] == {f"{PACKAGE}._terms"}
+    assert graph[f"{PACKAGE}._channel"] == {f"{PACKAGE}._densities", f"{PACKAGE}._terms"}
+    assert graph[f"{PACKAGE}._params"] == set()

@@ -7,6 +7,8 @@ import pytest
 from scqubits_cases import KINDS, at, central_difference, dense, make
 
 import jaxbridge.scqubits as jbq
+from jaxbridge.scqubits._dispatch import MODELS
+from jaxbridge.scqubits.qubits import QUBITS
 
 scq = pytest.importorskip("scqubits")
 
@@ -273,3 +275,22 @@ def test_nested_vmap_equals_broadcast_batch_dimensions():
     np.testing.assert_allclose(np.abs(nested), np.abs(broadcast), atol=1e-12)
     want = at(obj, {"EJ": 6.0, "flux": 0.25}).matrixelement_table("n_operator", evals_count=2)
     np.testing.assert_allclose(np.abs(nested[0, 1]), np.abs(want), atol=1e-10)
+
+
+def test_each_qubit_lives_in_one_file_and_model_dispatches_by_its_class():
+    assert list(QUBITS) == KINDS
+    assert list(MODELS) == [*KINDS, "Circuit", "HilbertSpace"]
+    for kind, qubit in QUBITS.items():
+        obj, _ = make(kind)
+        # the Hamiltonian and the noise channels of one class are in one module
+        assert qubit.spec.__module__ == qubit.channels.__module__
+        assert qubit.spec.__module__.startswith("jaxbridge.scqubits.qubits.")
+        assert repr(jbq.model(obj)).startswith(f"jaxbridge.scqubits.Model({kind},")
+        assert set(qubit.channels(obj)) >= set(obj.supported_noise_channels())
+
+    class Derived(scq.TunableTransmon):  # not a scqubits class: its scqubits base is found
+        pass
+
+    obj, _ = make("TunableTransmon")
+    derived = Derived(EJmax=obj.EJmax, EC=obj.EC, d=obj.d, flux=obj.flux, ng=obj.ng, ncut=5)
+    assert repr(jbq.model(derived)).startswith("jaxbridge.scqubits.Model(TunableTransmon,")

@@ -21,7 +21,7 @@ from ..sympy._operators import (
 )
 from . import _errors
 from ._params import read_defaults
-from ._qubits import Spec, _ladder
+from ._spec import Spec, ladder
 from ._terms import Fixed, Params, Spectral, Terms, fixed
 
 
@@ -81,7 +81,7 @@ class _CircuitParts:
             length = (8 * ec / el) ** sympy.Rational(1, 4)
             if not (length.free_symbols & param_set):
                 continue  # a fixed oscillator length: scqubits' own operators are exact
-            x, p = _ladder(d)
+            x, p = ladder(d)
             left, right = int(np.prod(sizes[:pos])), int(np.prod(sizes[pos + 1 :]))
             x_hat, q_hat = sympy.Symbol(f"_x{i}"), sympy.Symbol(f"_q{i}")
             self.substitutions[theta] = length * x_hat

@@ -1,18 +1,44 @@
 """`jaxbridge.scqubits.model`: the model of any supported scqubits object, chosen at the top.
 
-Every model module sits below this one: a `HilbertSpace`'s subsystems get their models from
-`_specs` and `Model` directly, so nothing in the package imports upward.
+`MODELS` maps each supported scqubits class to what builds its model; `model()` is one lookup
+in it, by the object's most derived scqubits class. Every model module sits below this one: a
+`HilbertSpace`'s subsystems get their `Spec`s from `_specs` and `Model` directly, so nothing in
+the package imports upward.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import _errors
+from ._circuit import circuit
 from ._hierarchy import HierarchicalModel
 from ._hilbertspace import HilbertSpaceModel
 from ._model import Model
-from ._specs import SUPPORTED, is_a, spec_of
+from ._specs import SPECS, scqubits_class
+
+
+def _flat(build: Callable[[Any], Any]) -> Callable[[Any], Model]:
+    """The `Model` of an object whose `Spec` `build` reads."""
+    return lambda obj: Model(obj, build(obj))
+
+
+def _circuit(obj: Any) -> Model | HierarchicalModel:
+    """A `Circuit`'s model: a `HierarchicalModel` with `system_hierarchy`, else a `Model`."""
+    if getattr(obj, "hierarchical_diagonalization", False):
+        return HierarchicalModel(obj)
+    return Model(obj, circuit(obj))
+
+
+MODELS: Mapping[str, Callable[[Any], Any]] = {
+    **{name: _flat(build) for name, build in SPECS.items()},
+    "Circuit": _circuit,  # in `SPECS`' place, for the hierarchical ones
+    "HilbertSpace": HilbertSpaceModel,
+}
+"""What builds the model of each supported scqubits class, by class name."""
+
+SUPPORTED = ", ".join(f"`{name}`" for name in MODELS)
 
 
 def model(obj: Any) -> Any:
@@ -44,11 +70,7 @@ def model(obj: Any) -> Any:
         True
         >>> jax.config.update("jax_enable_x64", False)
     """
-    if is_a(obj, "HilbertSpace"):
-        return HilbertSpaceModel(obj)
-    if is_a(obj, "Circuit") and getattr(obj, "hierarchical_diagonalization", False):
-        return HierarchicalModel(obj)
-    spec = spec_of(obj)
-    if spec is None:
+    name = scqubits_class(obj, MODELS)
+    if name is None:
         raise TypeError(_errors.UNSUPPORTED.format(got=type(obj).__name__, supported=SUPPORTED))
-    return Model(obj, spec)
+    return MODELS[name](obj)

@@ -13,8 +13,9 @@ import scipy.sparse as sparse
 from . import _errors
 from ._eigen import SparseSolver, eigh_k, eigvalsh_k
 from ._noise import NoiseMethods
-from ._qubits import FIXED_OPERATOR_NAMES, Spec
+from ._spec import Spec
 from ._terms import Terms, complex_of, fixed
+from .qubits import FIXED_OPERATOR_NAMES
 
 #: Above this dimension `method="auto"` uses the host sparse solver instead of dense `eigh`.
 #: Dense keeps every derivative (eigenvectors, hessian); `benchmarks/scqubits_models.py` finds the

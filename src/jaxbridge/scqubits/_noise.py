@@ -18,10 +18,11 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.sparse as sparse
 
-from ._channels import BUILDERS, Channel
+from ._channel import Channel
 from ._densities import OMEGA_LOW, T_DEFAULT, T_EXP, density, units
 from ._eigen import eigh_k
 from ._terms import Fixed, Params, Spectral, Terms, complex_of
+from .qubits import CHANNELS as BUILDERS
 
 ParamsArg = Mapping[str, Any] | None
 

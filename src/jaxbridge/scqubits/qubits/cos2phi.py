@@ -1,0 +1,202 @@
+"""`Cos2PhiQubit`: the Hamiltonian in phi and zeta oscillators times the theta charges, and noise.
+
+`phi` and `zeta` are harmonic oscillators of lengths `(2 ECJ' / EL')^(1/4)` and
+`(4 EC / EL')^(1/4)` (the primes: scqubits' disorder-renormalised energies), `theta` a charge
+basis, as scqubits 4.3's `cos2phi_qubit.py`. The junction terms are `spectral` in `phi`, so
+every length stays a JAX value; the phase operators depend on the lengths and are
+`Spec.operators`, while scqubits' theta operators are parameter-free (`FIXED_OPERATORS`).
+scqubits' own noise methods of this class are reproduced part for part (`Part.fixed_t`,
+`Part.q_one_arg`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+
+from .._channel import (
+    A_CC,
+    A_FLUX,
+    A_NG,
+    Channel,
+    Part,
+    ec,
+    sig_capacitive,
+    sig_inductive,
+    table,
+    tphi,
+)
+from .._params import read_defaults
+from .._spec import Spec, dense, kron, ladder
+from .._terms import Params, Spectral, Terms, fixed, spectral
+
+FIXED_OPERATORS = ("n_theta_operator", "cos_theta_operator", "sin_theta_operator")
+"""The `*_operator` methods that are parameter-free matrices (the others depend on lengths)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Basis:
+    """The per-variable matrices both the Hamiltonian and the noise operators are made of."""
+
+    xphi: np.ndarray
+    pphi: np.ndarray
+    xzeta: np.ndarray
+    pzeta: np.ndarray
+    iphi: np.ndarray
+    izeta: np.ndarray
+    itheta: np.ndarray
+    ntheta: np.ndarray
+    junction: Spectral  # f(x_phi) cos(theta), f given by the coefficients
+    disorder: Spectral  # f(x_phi) sin(theta)
+    xs: np.ndarray  # the eigenvalues of x_phi, where the coefficients evaluate f
+
+
+def _basis(obj: Any) -> _Basis:
+    dphi, dzeta, dtheta = int(obj.phi_cut), int(obj.zeta_cut), 2 * int(obj.ncut) + 1
+    xphi, pphi = ladder(dphi)
+    xzeta, pzeta = ladder(dzeta)
+    izeta = np.eye(dzeta)
+    cos_theta, sin_theta = dense(obj._cos_theta_operator()), dense(obj._sin_theta_operator())
+    junction, xs = spectral(xphi, right=np.kron(izeta, cos_theta))
+    disorder, _ = spectral(xphi, right=np.kron(izeta, sin_theta))
+    return _Basis(
+        xphi,
+        pphi,
+        xzeta,
+        pzeta,
+        np.eye(dphi),
+        izeta,
+        np.eye(dtheta),
+        dense(obj._n_theta_operator()),
+        junction,
+        disorder,
+        xs,
+    )
+
+
+def _lengths(p: Params) -> tuple[Any, Any, Any, Any]:
+    """`EL'`, `ECJ'` and the oscillator lengths of phi and zeta."""
+    el = p["EL"] / (1 - p["dL"] ** 2)
+    ecj = p["ECJ"] / (1 - p["dCJ"] ** 2)
+    return el, ecj, (2 * ecj / el) ** 0.25, (4 * p["EC"] / el) ** 0.25
+
+
+def spec(obj: Any) -> Spec:
+    """A `scqubits.Cos2PhiQubit`'s `Spec`: `EJ`, `ECJ`, `EL`, `EC`, the disorders, `flux`, `ng`."""
+    b = _basis(obj)
+    dphi, dzeta = b.iphi.shape[0], b.izeta.shape[0]
+    iphi, izeta, itheta, ntheta = b.iphi, b.izeta, b.itheta, b.ntheta
+    ops = [
+        fixed(kron(np.diag(np.arange(dphi * 1.0)), izeta, itheta)),
+        fixed(kron(iphi, np.diag(np.arange(dzeta * 1.0)), itheta)),
+        fixed(kron(iphi, izeta, ntheta @ ntheta)),
+        fixed(kron(iphi, izeta, itheta)),
+        fixed(kron(iphi, b.pzeta @ b.pzeta, itheta)),
+        fixed(kron(iphi, izeta, ntheta)),
+        fixed(kron(iphi, b.pzeta, itheta)),
+        fixed(kron(iphi, b.pzeta, ntheta)),
+        b.junction,
+        fixed(kron(b.xphi, b.xzeta, itheta)),
+        b.disorder,
+        fixed(kron(b.pphi, izeta, ntheta)),
+        fixed(kron(b.pphi, izeta, itheta)),
+        fixed(kron(b.pphi, b.pzeta, itheta)),
+    ]
+
+    def c(p: Params) -> list[Any]:
+        el, ecj, lphi, lzeta = _lengths(p)
+        ng, ej, angle = p["ng"], p["EJ"], lphi * b.xs + jnp.pi * p["flux"]
+        dc = -4 * ecj * p["dCJ"] / lphi
+        return [
+            jnp.sqrt(8.0 * el * ecj),
+            jnp.sqrt(16.0 * p["EC"] * el),
+            2 * ecj,
+            2 * ecj * ng**2 + 2 * ej,
+            2 * ecj / lzeta**2,
+            -4 * ecj * ng,
+            4 * ecj * ng / lzeta,
+            -4 * ecj / lzeta,
+            -2 * ej * jnp.cos(angle),
+            -2 * el * p["dL"] * lphi * lzeta,
+            2 * ej * p["dEJ"] * jnp.sin(angle),
+            dc,
+            -dc * ng,
+            -dc / lzeta,
+        ]
+
+    def scaled(op: Any, which: int, power: int) -> Terms:
+        return Terms([fixed(op)], lambda p: [_lengths(p)[which] ** power])
+
+    operators = {
+        "phi_operator": scaled(kron(b.xphi, izeta, itheta), 2, 1),
+        "n_phi_operator": scaled(kron(b.pphi, izeta, itheta), 2, -1),
+        "zeta_operator": scaled(kron(iphi, b.xzeta, itheta), 3, 1),
+        "n_zeta_operator": scaled(kron(iphi, b.pzeta, itheta), 3, -1),
+    }
+    names = ("EJ", "ECJ", "EL", "EC", "dCJ", "dL", "dEJ", "flux", "ng")
+    terms = Terms(ops, c)
+    defaults = read_defaults(obj, names)
+    return Spec(defaults, terms, operators, fixed_operators=False, kind="Cos2PhiQubit")
+
+
+def channels(obj: Any) -> dict[str, Channel]:
+    """A `scqubits.Cos2PhiQubit`'s noise channels, by scqubits' method names."""
+    b = _basis(obj)
+    iphi, izeta, itheta = b.iphi, b.izeta, b.itheta
+    big_xphi, big_xzeta = kron(b.xphi, izeta, itheta), kron(iphi, b.xzeta, itheta)
+    big_pphi, big_pzeta = kron(b.pphi, izeta, itheta), kron(iphi, b.pzeta, itheta)
+    big_ntheta, identity = kron(iphi, izeta, b.ntheta), kron(iphi, izeta, itheta)
+
+    def d_flux(p: Params) -> list[Any]:
+        _, _, lphi, _ = _lengths(p)
+        angle, ej = lphi * b.xs + jnp.pi * p["flux"], p["EJ"]
+        return [2 * jnp.pi * ej * jnp.sin(angle), 2 * jnp.pi * p["dEJ"] * ej * jnp.cos(angle)]
+
+    def d_ej(p: Params) -> list[Any]:
+        _, _, lphi, _ = _lengths(p)
+        angle = lphi * b.xs + jnp.pi * p["flux"]
+        return [-2 * jnp.cos(angle), 2 * p["dEJ"] * jnp.sin(angle)]
+
+    def d_ng(p: Params) -> list[Any]:
+        _, ecj, lphi, lzeta = _lengths(p)
+        return [4 * p["dCJ"] * ecj / lphi, -4 * ecj, 4 * ecj * p["ng"], 4 * ecj / lzeta]
+
+    ops = [fixed(big_pphi), fixed(big_ntheta), fixed(identity), fixed(big_pzeta)]
+
+    def n_k(sign: float) -> Terms:  # 0.5 n_phi +- 0.5 (n_theta - n_zeta)
+        def c(p: Params) -> list[Any]:
+            _, _, lphi, lzeta = _lengths(p)
+            return [0.5 / lphi, 0.5 * sign, -0.5 * sign / lzeta]
+
+        return Terms([fixed(big_pphi), fixed(big_ntheta), fixed(big_pzeta)], c)
+
+    def phi_k(sign: float) -> Terms:  # +-zeta - phi
+        def c(p: Params) -> list[Any]:
+            _, _, lphi, lzeta = _lengths(p)
+            return [-lphi, sign * lzeta]
+
+        return Terms([fixed(big_xphi), fixed(big_xzeta)], c)
+
+    def scaled(name: str, factor: float) -> Callable[[Params], Any]:
+        other = "dCJ" if name == "ECJ" else "dL"
+        return lambda p: p[name] / (1 + factor * p[other])
+
+    cap = (Part(n_k(1.0), "capacitive", scaled("ECJ", -1.0), True, True),
+           Part(n_k(-1.0), "capacitive", scaled("ECJ", 1.0), True, True))  # fmt: skip
+    ind = (Part(phi_k(1.0), "inductive", scaled("EL", -1.0), True, True),
+           Part(phi_k(-1.0), "inductive", scaled("EL", 1.0), True, True))  # fmt: skip
+    n_zeta = Terms([fixed(big_pzeta)], lambda p: [1.0 / _lengths(p)[3]])
+    purcell = (Part(n_zeta, "capacitive", ec, True, True),)
+    junctions = [b.junction, b.disorder]
+    return table(
+        tphi("tphi_1_over_f_cc", A_CC, Terms(junctions, d_ej)),
+        tphi("tphi_1_over_f_flux", A_FLUX, Terms(junctions, d_flux)),
+        tphi("tphi_1_over_f_ng", A_NG, Terms(ops, d_ng)),
+        Channel("t1_capacitive", "t1", sig_capacitive(()), cap),
+        Channel("t1_inductive", "t1", sig_inductive(()), ind),
+        Channel("t1_purcell", "t1", sig_capacitive(()), purcell),
+    )
