@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.sparse as sparse
 
-from . import _errors
+from . import _errors, _params
 from ._eigen import SparseSolver, eigh_k, eigvalsh_k
 from ._noise import NoiseMethods
 from ._spec import Spec
@@ -67,27 +67,15 @@ class Model(NoiseMethods):
     # -- parameters and batching
 
     def _values(self, params: ParamsArg, method: str) -> dict[str, jax.Array]:
-        given = dict(params or {})
-        unknown = sorted(set(given) - set(self.params))
-        if unknown and set(unknown) & set(self._spec.dropped):
-            raise ValueError(
-                _errors.CIRCUIT_DROPPED.format(
-                    method=method, names=unknown, known=sorted(self.params)
-                )
+        def unknown(names: list[str]) -> str:
+            known = sorted(self.params)
+            if set(names) & set(self._spec.dropped):
+                return _errors.CIRCUIT_DROPPED.format(method=method, names=names, known=known)
+            return _errors.UNKNOWN_PARAM.format(
+                method=method, names=names, kind=self._spec.kind, known=known
             )
-        if unknown:
-            raise ValueError(
-                _errors.UNKNOWN_PARAM.format(
-                    method=method, names=unknown, kind=self._spec.kind, known=sorted(self.params)
-                )
-            )
-        dtype = jnp.zeros(()).dtype  # float64 with x64 on, float32 otherwise
-        out = {}
-        for name, default in self.params.items():
-            value = given.get(name, default)
-            value = jnp.asarray(value)
-            out[name] = value.astype(dtype) if value.dtype != dtype else value
-        return out
+
+        return _params.values(params, self.params, unknown)
 
     def _run(self, what: str, params: ParamsArg, k: int = 0, path: str = "dense", op: Any = None):
         values = self._values(params, what)
@@ -122,16 +110,7 @@ class Model(NoiseMethods):
                 1
             ]
 
-        return self._map(one, values)
-
-    @staticmethod
-    def _map(fn: Callable[[dict[str, jax.Array]], Any], values: dict[str, jax.Array]) -> Any:
-        shape = jnp.broadcast_shapes(*(v.shape for v in values.values()))
-        if not shape:
-            return fn(values)
-        flat = {k: jnp.broadcast_to(v, shape).reshape(-1) for k, v in values.items()}
-        out = jax.vmap(fn)(flat)
-        return jax.tree.map(lambda x: x.reshape(shape + x.shape[1:]), out)
+        return _params.map_batch(one, values)
 
     def _method(self, method: str, name: str) -> str:
         if method not in ("auto", "dense", "sparse"):
@@ -142,12 +121,8 @@ class Model(NoiseMethods):
 
     def _count(self, evals_count: Any, name: str, sparse_path: bool) -> int:
         most = self.dim - 1 if sparse_path else self.dim
-        if not isinstance(evals_count, int | np.integer) or not 1 <= evals_count <= most:
-            minus = " minus 1, for the sparse solver" if sparse_path else ""
-            raise ValueError(
-                _errors.EVALS_COUNT.format(method=name, most=most, minus=minus, got=evals_count)
-            )
-        return int(evals_count)
+        minus = " minus 1, for the sparse solver" if sparse_path else ""
+        return _params.evals_count(evals_count, most, _errors.EVALS_COUNT, method=name, minus=minus)
 
     # -- the public methods
 
