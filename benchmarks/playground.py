@@ -2,6 +2,7 @@
 """jaxbridge.playground against the raw C floor and MuJoCo Playground's own CPU paths.
 
     python benchmarks/playground.py [--quick] [--rounds N] [--steps T] [--batch B]
+                                    [--no-default] [--envs NAME ...]
 
 Environment steps per second (batch x steps / seconds) at B=64 on CheetahRun, WalkerWalk and
 HumanoidWalk, OPENBLAS_NUM_THREADS=1 for every row, random actions in [-1, 1] drawn once (the
@@ -231,10 +232,13 @@ def main() -> None:
     parser.add_argument(
         "--no-default", action="store_true", help="leave out Playground's default (warp) row"
     )
+    parser.add_argument(
+        "--envs", nargs="+", choices=ENVS, default=None, help=f"a subset of {', '.join(ENVS)}"
+    )
     args = parser.parse_args()
     B = args.batch or (8 if args.quick else 64)
     rounds = args.rounds or (1 if args.quick else 5)
-    names = ENVS[:1] if args.quick else ENVS
+    names = args.envs or (ENVS[:1] if args.quick else ENVS)
     default = not (args.quick or args.no_default)
     load_before = os.getloadavg()
     cases = []

@@ -266,7 +266,7 @@ class Calls:
             if nu:
                 vals, nnz = b["actuator_moment"], b["moment_rownnz"].reshape(B, nu)
                 adr, col = b["moment_rowadr"].reshape(B, nu), b["moment_colind"]
-                moment = _csr_dense(vals.reshape(B, -1), nnz, adr, col.reshape(B, -1), nv)
+                moment = _csr_dense(vals.reshape(B, -1), nnz, adr, col.reshape(B, -1), nv)[:, :nu]
             out["actuator_moment"] = moment
         if "ten_J" in b:
             ten = np.zeros((B, int(self.model.ntendon), nv))
@@ -297,7 +297,8 @@ class _Rows:
     """One call's contacts and constraint rows: `read(i, d)` copies row `i`'s raw contacts
     and rows out of its `MjData` (a few NumPy copies, for the rows `select` picks: those with
     any contact or row), and `finish` places all rows' at once in MJX's fixed slots, as
-    `mjx.put_data` places them."""
+    `mjx.put_data` places them: each leaf one gather, an empty slot or row taken from a blank
+    one kept after the rows' own (slot `S`, row `cap`)."""
 
     def __init__(self, calls: Calls, B: int):
         self.calls, self.B = calls, B
@@ -306,16 +307,16 @@ class _Rows:
         self.stride = 0
         self.view: np.ndarray | None = None
         self.raw = np.zeros((B, 0), np.uint8)  # made at the first contact (its stride)
-        self.vectors = {n: np.zeros((B, cap)) for n in _EFC_FIELDS}
+        self.vectors = np.zeros((len(_EFC_FIELDS), B, cap + 1))
         self.c_sparse = bool(mujoco.mj_isSparse(calls.model))
-        self.J = np.zeros((B, cap * nv))
+        self.J = np.zeros((B, (cap + 1) * nv))
         if self.c_sparse:
             self.rownnz = np.zeros((B, cap), np.intp)
             self.rowadr = np.zeros((B, cap), np.intp)
             self.colind = np.zeros((B, cap * nv), np.intp)
 
     def select(self, outputs: Sequence[str]) -> Callable[[Sequence[np.ndarray]], np.ndarray]:
-        """The rows with a contact or a constraint row; keeps each call's counts."""
+        """The rows with a contact or a constraint row."""
         k = {n: outputs.index(n) for n in _COUNTS}
 
         def select(outs: Sequence[np.ndarray]) -> np.ndarray:
@@ -336,15 +337,15 @@ class _Rows:
         if nc:
             if self.view is None:  # once a call: the address is checked, the view kept
                 self.view = self.calls.arena(d)
-            arena = self.view
-            if self.raw.shape[1] == 0:
                 self.stride = self.calls.contact_dtype.itemsize
-                self.raw = np.zeros((self.B, self.S * self.stride), np.uint8)
+                self.raw = np.zeros((self.B, (self.S + 1) * self.stride), np.uint8)
+                blank = self.raw.view(self.calls.contact_dtype)[:, self.S]
+                blank["dist"] = 1e10  # an empty slot, as `mjx.put_data` fills it
             n = nc * self.stride
-            self.raw[i, :n] = arena[:n]
+            self.raw[i, :n] = self.view[:n]
         if ne:
-            for name, out in self.vectors.items():
-                out[i, :ne] = getattr(d, name)
+            for k, name in enumerate(_EFC_FIELDS):
+                self.vectors[k, i, :ne] = getattr(d, name)
             J = d.efc_J.reshape(-1)
             self.J[i, : J.size] = J
             if self.c_sparse:
@@ -354,16 +355,16 @@ class _Rows:
 
     def finish(self, values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The `(B, *shape)` contact and constraint-row leaves, by path."""
-        calls, B, S, nv = self.calls, self.B, self.S, self.calls.nv
+        calls, B, S, cap, nv = self.calls, self.B, self.S, self.cap, self.calls.nv
         counts = {n: np.asarray(values[n]).reshape(-1).astype(np.intp) for n in _COUNTS}
-        ncon = counts["ncon"]
         out: dict[str, np.ndarray] = {}
         # the contact of each slot: C's contacts of each condim, in order, in that condim's
-        # slots (`mjx.put_data`'s contact_map); -1 for an empty slot
-        cmap = np.full((B, S), -1, np.intp)
+        # slots (`mjx.put_data`'s contact_map); `S`, the blank one, for an empty slot
+        cmap = np.full((B, S), S, np.intp)
+        rows_b = np.arange(B)[:, None]
         if self.raw.shape[1]:
-            con = self.raw.view(calls.contact_dtype).reshape(B, S)
-            present = np.arange(S)[None, :] < ncon[:, None]
+            con = self.raw.view(calls.contact_dtype).reshape(B, S + 1)
+            present = np.arange(S + 1)[None, :] < counts["ncon"][:, None]
             cdim = np.where(present, con["dim"], -1)
             for v in np.unique(cdim[present]):
                 slots = calls.slots.get(int(v), np.zeros(0, np.intp))
@@ -373,66 +374,56 @@ class _Rows:
                     calls.check_slots(cdim[np.argmax(rank[:, -1])])  # raises
                 b, k = np.nonzero(mine)
                 cmap[b, slots[rank[b, k]]] = k
-        filled = cmap >= 0
-        safe = np.where(filled, cmap, 0)
-        rows_b = np.arange(B)[:, None]
-        for n in _CONTACT_FIELDS:
-            leaf = calls.layout.leaves[calls.layout.index[f"_impl.contact.{n}"]]
-            value = np.zeros((B, *leaf.shape))
-            if n == "dist":
-                value[...] = 1e10  # an empty slot, as `mjx.put_data` fills it
-            if filled.any():
-                src = con[n][rows_b, safe]
-                if n == "frame":
-                    src = src.reshape(B, S, 3, 3)
-                mask = filled.reshape(B, S, *([1] * (src.ndim - 2)))
-                value = np.where(mask, src, value)
-            out[f"_impl.contact.{n}"] = value
-        # the constraint row each of MJX's rows comes from (-1: none): equality, friction
-        # and limit rows at MJX's offsets, then each filled slot's rows at its address
-        cap = self.cap
-        rmap = np.full((B, cap), -1, np.intp)
-        starts_c = [np.zeros(B, np.intp), counts["ne"], counts["ne"] + counts["nf"]]
-        sizes = [counts["ne"], counts["nf"], counts["nl"]]
+            placed = con[rows_b, cmap]
+            for n in _CONTACT_FIELDS:
+                value = placed[n]
+                out[f"_impl.contact.{n}"] = value.reshape(B, S, 3, 3) if n == "frame" else value
+        else:  # no row in contact: every slot empty
+            for n in _CONTACT_FIELDS:
+                leaf = calls.layout.leaves[calls.layout.index[f"_impl.contact.{n}"]]
+                out[f"_impl.contact.{n}"] = np.full((B, *leaf.shape), 1e10 if n == "dist" else 0.0)
+        # the constraint row each of MJX's rows comes from (`cap`, the blank one: none):
+        # equality, friction and limit rows at MJX's offsets, then each slot's rows at its
+        # address (a slot whose contact has no rows, `efc_address` -1, leaves them)
         j = np.arange(cap)[None, :]
-        for a, s0, n in zip(calls.starts, starts_c, sizes):
-            take = (j >= a) & (j < a + n[:, None])
-            rmap = np.where(take, j - a + s0[:, None], rmap)
-        if filled.any() and calls.row_slot.size:
-            slot, r, to = calls.row_slot, calls.row_offset, calls.row_target
-            frm = con["efc_address"][rows_b, safe[:, slot]]
-            ok = filled[:, slot] & (frm >= 0)
-            rmap[:, to] = np.where(ok, frm + r, rmap[:, to])
-        have = rmap >= 0
-        at = np.where(have, rmap, 0)
-        for n, src in self.vectors.items():
-            out[f"_impl.{n}"] = np.where(have, src[rows_b, at], 0.0)
+        rmap = np.full((B, cap), cap, np.intp)
+        starts = (np.zeros(B, np.intp), counts["ne"], counts["ne"] + counts["nf"])
+        for a, s0, n in zip(calls.starts, starts, (counts["ne"], counts["nf"], counts["nl"])):
+            rmap = np.where((j >= a) & (j < a + n[:, None]), j - a + s0[:, None], rmap)
+        if self.raw.shape[1] and calls.row_slot.size:
+            slot, to = calls.row_slot, calls.row_target
+            frm = con["efc_address"][rows_b, cmap[:, slot]]
+            ok = (cmap[:, slot] < S) & (frm >= 0)
+            rmap[:, to] = np.where(ok, frm + calls.row_offset, rmap[:, to])
+        placed_rows = self.vectors[:, rows_b, rmap]
+        for k, n in enumerate(_EFC_FIELDS):
+            out[f"_impl.{n}"] = placed_rows[k]
         if self.c_sparse:
-            rownnz = np.where(np.arange(cap)[None, :] < counts["nefc"][:, None], self.rownnz, 0)
+            rownnz = np.where(j < counts["nefc"][:, None], self.rownnz, 0)
             J = _csr_dense(self.J, rownnz, self.rowadr, self.colind, nv)
         else:
-            J = self.J.reshape(B, cap, nv)
-        out["_impl.efc_J"] = np.where(have[:, :, None], J[rows_b, at], 0.0)
+            J = self.J.reshape(B, cap + 1, nv)
+        out["_impl.efc_J"] = J[rows_b, rmap]
         return out
 
 
 def _csr_dense(
     vals: np.ndarray, rownnz: np.ndarray, rowadr: np.ndarray, colind: np.ndarray, ncol: int
 ) -> np.ndarray:
-    """`(B, nrow, ncol)` dense matrices from `B` CSR ones (`(B, nnz)` values and columns,
-    `(B, nrow)` row counts and addresses), as `mju_sparse2dense` makes each: one scatter for
-    the whole batch."""
+    """`(B, nrow + 1, ncol)` dense matrices from `B` CSR ones (`(B, nnz)` values and
+    columns, `(B, nrow)` row counts and addresses), as `mju_sparse2dense` makes each, and a
+    last row of zeros: one scatter for the whole batch."""
     B, nrow = rownnz.shape
-    out = np.zeros((B, nrow + 1, ncol))  # row `nrow`: where the unused entries go
+    out = np.zeros((B, nrow + 1, ncol))  # row `nrow`: where the unused entries go, as zeros
     if not nrow or not ncol or not vals.shape[1]:
-        return out[:, :nrow]
+        return out
     t = np.arange(ncol)[None, None, :]
     used = t < rownnz[:, :, None]
     k = np.where(used, rowadr[:, :, None] + t, 0)
     b = np.arange(B)[:, None, None]
     row = np.where(used, np.arange(nrow)[None, :, None], nrow)
     out[b, row, colind[b, k]] = np.where(used, vals[b, k], 0.0)
-    return out[:, :nrow]
+    return out
 
 
 def _cho_factor(M: np.ndarray) -> np.ndarray:
@@ -499,7 +490,7 @@ class Batching(AbstractBatching):
         leaves = self.calls.layout.leaves
         flags = call.used_outputs
         used = frozenset(i for i, u in zip(self.live, flags) if u)
-        if not used or any(leaves[i].kind not in (L.STATE, L.BOUND) for i in used):
+        if not used:
             return None
         core = [len(a.shape) for a in call.in_avals]
         extra = {len(s) - c for s, c in zip(in_shapes, core)}
@@ -509,6 +500,8 @@ class Batching(AbstractBatching):
             B = 1
         else:
             return None  # inputs batched unevenly: the generic path broadcasts them
+        if any(leaves[i].kind not in (L.STATE, L.BOUND) for i in used):
+            return self._converted(call, B, [i for i in self.live if i in used])
         kind, nstep, forward = self.kind, self.nstep, self.kind == "forward"
         base = self.calls._plan(kind, used, (), nstep).steps
         order = [i for i in self.live if i in used]  # the buffers' leaves
@@ -538,6 +531,33 @@ class Batching(AbstractBatching):
                     return
                 mine = plan(kind, used, fields, nstep).steps.rows(B, forward)
                 mine.run_with(arrays, targets, None, 0, None, values)
+            except Exception as e:
+                raise fail(e) from e
+
+        return own
+
+    def _converted(self, call: AbstractCall, B: int, order: list[int]) -> Callable[..., None]:
+        """The buffer function of a call that reads dense forms or contact slots: `Calls.run`
+        on views of XLA's input buffers, each leaf copied once into its output buffer (the
+        generic path would copy the inputs, and check and copy each leaf again)."""
+        calls, kind, nstep, resolved = self.calls, self.kind, self.nstep, self.resolved
+        leaves = calls.layout.leaves
+        names = calls.inputs
+        shapes = [(B, *leaves[calls.layout.index[n]].shape) for n in names]
+        out_shapes = [(B, *leaves[i].shape) for i in order]
+        fail = call.fail
+
+        def own(ctx: Any, outs: Any, *ins: Any) -> None:
+            del ctx
+            try:
+                inputs = {n: a.__array__().reshape(s) for n, a, s in zip(names, ins, shapes)}
+                fields: tuple[str, ...] = ()
+                values = None
+                if resolved is not None:
+                    fields, values = resolved.varying(ins[-1].__array__().reshape(B, -1))
+                got = calls.run(kind, inputs, order, B, True, fields, values, nstep)
+                for o, g, s in zip(outs, got, out_shapes):
+                    np.copyto(o.__array__().reshape(s), g.reshape(s), casting="unsafe")
             except Exception as e:
                 raise fail(e) from e
 
