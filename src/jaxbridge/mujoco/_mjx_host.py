@@ -412,17 +412,22 @@ def _csr_dense(
 ) -> np.ndarray:
     """`(B, nrow + 1, ncol)` dense matrices from `B` CSR ones (`(B, nnz)` values and
     columns, `(B, nrow)` row counts and addresses), as `mju_sparse2dense` makes each, and a
-    last row of zeros: one scatter for the whole batch."""
+    last row of zeros: one scatter of the batch's entries, in flat indices."""
     B, nrow = rownnz.shape
-    out = np.zeros((B, nrow + 1, ncol))  # row `nrow`: where the unused entries go, as zeros
-    if not nrow or not ncol or not vals.shape[1]:
+    out = np.zeros((B, nrow + 1, ncol))
+    counts = rownnz.reshape(-1).astype(np.intp)
+    total = int(counts.sum())
+    if not total or not ncol:
         return out
-    t = np.arange(ncol)[None, None, :]
-    used = t < rownnz[:, :, None]
-    k = np.where(used, rowadr[:, :, None] + t, 0)
-    b = np.arange(B)[:, None, None]
-    row = np.where(used, np.arange(nrow)[None, :, None], nrow)
-    out[b, row, colind[b, k]] = np.where(used, vals[b, k], 0.0)
+    # entry t of row (b, r) is vals[b, rowadr[b, r] + t] (and colind's): its flat indices in
+    # `vals` and `colind`, and the flat index in `out` of row (b, r)
+    b = np.repeat(np.arange(B * nrow) // nrow, counts)
+    ends = np.cumsum(counts)
+    at = np.repeat(rowadr.reshape(-1), counts) + np.arange(total) - np.repeat(ends - counts, counts)
+    pair = np.repeat(np.arange(B * nrow), counts)
+    row = pair + pair // nrow  # rows of `out` (nrow + 1 a matrix)
+    col = colind.reshape(-1)[b * colind.shape[1] + at]
+    out.reshape(-1)[row * ncol + col] = vals.reshape(-1)[b * vals.shape[1] + at]
     return out
 
 
