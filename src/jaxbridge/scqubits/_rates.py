@@ -22,7 +22,7 @@ import scipy.sparse as sparse
 from . import _params
 from ._channel import Channel
 from ._densities import OMEGA_LOW, T_EXP, density
-from ._terms import Fixed, Params, Spectral, Terms, complex_of
+from ._terms import Params, Spectral, Terms, complex_of
 
 BAD_LEVELS = "Level indices 'i' and 'j' must be different, and i,j>=0; got i={i!r}, j={j!r}."
 
@@ -32,57 +32,67 @@ Eigensys = Callable[[Params, int], tuple[jax.Array, jax.Array]]
 
 
 class Elements:
-    """`<a|O(p)|b>` for the eigenvectors a, b, without forming `O(p)` for `Spectral` terms."""
+    """`<a|O(p)|b>` of several operators between the columns of `v`, each factor once.
 
-    def __init__(self, terms: Terms) -> None:
-        self.terms = terms
-        self.parts: list[Any] = []
-        for op in terms.operators:
-            if isinstance(op, Fixed):
+    The operators' fixed matrices are stacked into one product with `v`, and each `Spectral`
+    factor projects `v` once for every operator built on it (Fluxonium's channels share one
+    factor, `phi`'s eigenvectors): a program holds one such computation whatever its channels.
+    `O(p)` itself is never formed for a `Spectral` term.
+    """
+
+    def __init__(self, ops: Sequence[Terms]) -> None:
+        self.ops = tuple(ops)
+        dense: list[tuple[int, int, np.ndarray]] = []
+        self.coo: list[tuple[int, int, Any]] = []
+        factors: dict[int, tuple[Spectral, list[tuple[int, int]]]] = {}
+        for o, terms in enumerate(self.ops):
+            for t, op in enumerate(terms.operators):
+                if isinstance(op, Spectral):
+                    factors.setdefault(id(op), (op, []))[1].append((o, t))
+                    continue
                 m = op.matrix
                 if m.shape[0] ** 2 <= 250_000:  # pyright: ignore[reportOptionalSubscript]
-                    self.parts.append(("dense", np.asarray(m.toarray())))
+                    dense.append((o, t, np.asarray(m.toarray())))
                 else:
                     coo = sparse.coo_array(m)
-                    self.parts.append(("coo", (coo.row, coo.col, coo.data)))
-            else:
-                assert isinstance(op, Spectral)
-                self.parts.append(("spectral", op))
+                    self.coo.append((o, t, (coo.row, coo.col, coo.data)))
+        self.dense_at = [(o, t) for o, t, _ in dense]
+        self.dense = np.stack([m for _, _, m in dense]) if dense else None
+        self.factors = list(factors.values())
 
-    def __call__(self, p: Params, v: jax.Array, memo: dict, levels: Any) -> jax.Array:
-        """`v^H O(p) v` for the columns of `v` (`(N, m)` -> `(m, m)`).
-
-        `memo` keeps each `Spectral` factor's projection of `v` (keyed by the factor and
-        `levels`, what `v` holds) for the other operators of the same program.
-        """
-        cs = [jnp.asarray(c) for c in self.terms.coefficients(p)]
-        complex_ = self.terms.is_complex or jnp.iscomplexobj(v) or any(map(jnp.iscomplexobj, cs))
+    def __call__(self, p: Params, v: jax.Array) -> list[jax.Array]:
+        """Each operator's `v^H O(p) v` (`(N, m)` -> `(m, m)`), in `ops`' order."""
+        cs = [[jnp.asarray(c) for c in terms.coefficients(p)] for terms in self.ops]
+        complex_ = (
+            jnp.iscomplexobj(v)
+            or any(terms.is_complex for terms in self.ops)
+            or any(jnp.iscomplexobj(c) for row in cs for c in row)
+        )
         dtype = complex_of(v.dtype) if complex_ else v.dtype
         v = v.astype(dtype)
-        out = jnp.zeros((v.shape[-1], v.shape[-1]), dtype)
-        for (kind, data), c in zip(self.parts, cs):
-            c = c.astype(dtype)
-            if kind == "dense":
-                out = out + c * (v.conj().T @ (jnp.asarray(data, dtype) @ v))
-            elif kind == "coo":
-                rows, cols, vals = data
-                ov = jnp.zeros_like(v).at[rows].add(jnp.asarray(vals, dtype)[:, None] * v[cols])
-                out = out + c * (v.conj().T @ ov)
-            else:
-                op = data
-                dl, d, dr = op.left.shape[0], op.vectors.shape[0], op.right.shape[0]
-                key = (id(op.vectors), id(op.left), id(op.right), levels, dtype)
-                if key not in memo:
-                    t = jnp.einsum("dm,adrk->amrk", jnp.asarray(op.vectors, dtype).conj(),
-                                   v.reshape(dl, d, dr, -1))  # fmt: skip
-                    u = t
-                    if dl > 1:
-                        u = jnp.einsum("ab,bmrk->amrk", jnp.asarray(op.left, dtype), u)
-                    if dr > 1:
-                        u = jnp.einsum("rq,amqk->amrk", jnp.asarray(op.right, dtype), u)
-                    memo[key] = (t, u)
-                t, u = memo[key]
-                out = out + jnp.einsum("amri,m,amrj->ij", t.conj(), c, u)
+        m = v.shape[-1]
+        out = [jnp.zeros((m, m), dtype) for _ in self.ops]
+        if self.dense is not None:
+            av = jnp.einsum("nab,bk->nak", jnp.asarray(self.dense, dtype), v)
+            each = jnp.einsum("ai,naj->nij", v.conj(), av)
+            for n, (o, t) in enumerate(self.dense_at):
+                out[o] = out[o] + cs[o][t].astype(dtype) * each[n]
+        for o, t, (rows, cols, vals) in self.coo:
+            ov = jnp.zeros_like(v).at[rows].add(jnp.asarray(vals, dtype)[:, None] * v[cols])
+            out[o] = out[o] + cs[o][t].astype(dtype) * (v.conj().T @ ov)
+        for op, uses in self.factors:
+            dl, d, dr = op.left.shape[0], op.vectors.shape[0], op.right.shape[0]
+            t_ = jnp.einsum("dm,adrk->amrk", jnp.asarray(op.vectors, dtype).conj(),
+                            v.reshape(dl, d, dr, -1))  # fmt: skip
+            u = t_
+            if dl > 1:
+                u = jnp.einsum("ab,bmrk->amrk", jnp.asarray(op.left, dtype), u)
+            if dr > 1:
+                u = jnp.einsum("rq,amqk->amrk", jnp.asarray(op.right, dtype), u)
+            stacked = jnp.stack([cs[o][t].astype(dtype) for o, t in uses])
+            each = jnp.einsum("amri,nm,amrj->nij", t_.conj(), stacked, u)
+            for n, (o, _) in enumerate(uses):
+                out[o] = out[o] + each[n]
         return out
 
 
@@ -123,7 +133,7 @@ class Engine:
     def __init__(self, channel: Callable[[str], Channel], eigensys: Eigensys) -> None:
         self.channel = channel
         self.eigensys = eigensys
-        self._elements: dict[Terms, Elements] = {}
+        self._elements: dict[tuple[int, ...], tuple[tuple[Terms, ...], Elements]] = {}
 
     def levels_of(self, name: str, o: Mapping[str, Any]) -> tuple[int, int]:
         """The levels channel `name` with options `o` involves (the highest of its members)."""
@@ -147,13 +157,17 @@ class Engine:
             batch shape in front), with that batch shape.
         """
 
+        ops = self._operators(static)
+        evaluate = self.elements(ops)
+
         def one(p: Params, dynamic: Sequence[dict[str, Any]], es: Any) -> jax.Array:
             w, v = self.eigensys(p, k) if es is None else es
+            # Every operator's elements between every level, in one computation (k is small).
+            elements = dict(zip(map(id, ops), evaluate(p, v)))
             rate = jnp.zeros((), w.dtype)
-            memo: dict = {}
             for (name, scale, items), dyn in zip(static, dynamic):
                 o = {**dict(items), **dyn}
-                rate = rate + scale * self.rate(name, p, w, v, o, factor, memo)
+                rate = rate + scale * self.rate(name, p, w, elements, o, factor)
             return rate if get_rate else time_of(rate)
 
         def run(values: dict[str, jax.Array], dynamic: list[dict[str, Any]], esys: Any) -> Any:
@@ -165,37 +179,57 @@ class Engine:
 
         return run
 
-    def elements(self, terms: Terms) -> Elements:
-        """The (cached) matrix-element evaluator of `terms`."""
-        if terms not in self._elements:
-            self._elements[terms] = Elements(terms)
-        return self._elements[terms]
+    def _operators(self, static: StaticPlan) -> tuple[Terms, ...]:
+        """Every operator the plan's channels take matrix elements of, each once."""
+        found: dict[int, Terms] = {}
+
+        def visit(name: str, o: Mapping[str, Any]) -> None:
+            channel = self.channel(name)
+            if channel.kind == "rates":
+                for member, mo in channel.members:
+                    visit(member, {**o, **mo})
+            elif channel.kind == "tphi":
+                assert channel.operator is not None
+                found.setdefault(id(channel.operator), channel.operator)
+            else:
+                override = o.get("noise_op") or o.get("noise_op_method")
+                for part in channel.parts:
+                    op = override if override is not None else part.operator
+                    found.setdefault(id(op), op)
+
+        for name, _, items in static:
+            visit(name, dict(items))
+        return tuple(found.values())
+
+    def elements(self, ops: tuple[Terms, ...]) -> Elements:
+        """The (cached) matrix-element evaluator of the operators `ops`."""
+        key = tuple(map(id, ops))
+        if key not in self._elements:
+            self._elements[key] = (ops, Elements(ops))  # `ops` kept: their ids stay theirs
+        return self._elements[key][1]
 
     def rate(
-        self, name: str, p: Params, w: jax.Array, v: jax.Array, o: dict, factor: float, memo: dict
+        self,
+        name: str,
+        p: Params,
+        w: jax.Array,
+        elements: Mapping[int, jax.Array],
+        o: dict,
+        factor: float,
     ) -> jax.Array:
-        """Channel `name`'s rate at one point from the eigenpairs `(w, v)` and options `o`."""
+        """Channel `name`'s rate at one point from the eigenvalues `w`, the operators' matrix
+        elements between the levels (by `id` of the operator) and the options `o`."""
         channel = self.channel(name)
         if channel.kind == "rates":
             return sum(
-                (self.rate(m, p, w, v, {**o, **mo}, factor, memo) for m, mo in channel.members),
+                (self.rate(m, p, w, elements, {**o, **mo}, factor) for m, mo in channel.members),
                 start=jnp.zeros((), w.dtype),
             )
         i, j = levels(o)
-
-        def elements(op: Terms) -> jax.Array:
-            # Channels share operators (Fluxonium's d_hamiltonian_d_flux serves tphi and the
-            # flux-bias line) and their Spectral factors: each is computed once a program.
-            key = (id(op), i, j)
-            if key not in memo:
-                pair = jnp.stack([v[:, i], v[:, j]], axis=1)
-                memo[key] = self.elements(op)(p, pair, memo, (i, j))
-            return memo[key]
-
         if channel.kind == "tphi":
             assert channel.operator is not None
-            m = elements(channel.operator)
-            shift = jnp.real(m[0, 0] - m[1, 1])
+            m = elements[id(channel.operator)]
+            shift = jnp.real(m[i, i] - m[j, j])
             low, t_exp = o.get("omega_low", OMEGA_LOW), o.get("t_exp", T_EXP)
             scale = jnp.sqrt(2 * jnp.abs(jnp.log(jnp.asarray(low) * t_exp)))
             return jnp.abs(shift) * o["A_noise"] * scale * 2 * np.pi
@@ -204,9 +238,10 @@ class Engine:
         override = o.get("noise_op") or o.get("noise_op_method")
         for part in channel.parts:
             op = override if override is not None else part.operator
-            m = elements(op)
+            m = elements[id(op)][i, j]
             s = density(
                 part.density, omega, o, p, factor, part.energy, part.fixed_t, part.q_one_arg
             )
-            rate = rate + jnp.abs(m[0, 1]) ** 2 * s
+            # |m|^2 as re^2 + im^2: its derivative is 0, not NaN, where m is exactly 0.
+            rate = rate + (jnp.real(m) ** 2 + jnp.imag(m) ** 2) * s
         return rate
