@@ -3,8 +3,8 @@
 Each formula is scqubits 4.3.1's (`scqubits/core/noise.py`), in system units converted by
 `factor` (scqubits' `units.to_standard_units(1.0)`). A channel sums `S(omega) + S(-omega)`
 (`total=True`); both signs are one evaluation of a 2-vector here, and the default quality
-factors and admittance with them, so that a program holds each formula once (the modified
-Bessel function `K_0` of `_bessel.py` is a sum over some 600 nodes).
+factors and admittance with them, so that a program holds each formula once. The modified
+Bessel function `K_0` is SciPy's, on the host (`_kv.py`), with JAX derivatives.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.constants as const
 
-from ._bessel import k0_sinh
+from ._kv import k0_sinh
 
 HBAR, KB, E_CHARGE, PLANCK = const.hbar, const.k, const.e, const.h
 R_K = PLANCK / E_CHARGE**2  # scqubits' CONSTANTS["R_k"]

@@ -106,8 +106,8 @@ CHANNEL_METHODS: dict[str, tuple[_channel.Signature, bool, str]] = {
         False,
         """T1 from inductive loss (scqubits' `t1_inductive`), through the phase operator.
 
-    The default `Q_ind = 500e6 K0(x500/2) sinh(x500/2) / (K0(|x|/2) sinh(|x|/2))` uses a
-    JAX `K0` (`_bessel.py`, equal to SciPy's to ~1e-14).
+    The default `Q_ind = 500e6 K0(x500/2) sinh(x500/2) / (K0(|x|/2) sinh(|x|/2))` takes `K0`
+    from SciPy on the host (`_kv.py`, scqubits' own `kv(0, x)`), with JAX derivatives.
 
     Args:
         Q_ind: the quality factor: a number or a JAX function of `(omega, T)`.
