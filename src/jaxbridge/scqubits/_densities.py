@@ -2,8 +2,9 @@
 
 Each formula is scqubits 4.3.1's (`scqubits/core/noise.py`), in system units converted by
 `factor` (scqubits' `units.to_standard_units(1.0)`). A channel sums `S(omega) + S(-omega)`
-(`total=True`); both signs are one evaluation of a 2-vector here, and the default quality
-factors and admittance with them, so that a program holds each formula once. The modified
+(`total=True`): with numbers or scqubits' defaults for `Q`, `Z` and `Y` (even in omega) the
+sum is one closed form at `|omega|`; with a user's function, both signs are one evaluation of a
+2-vector. Either way a program holds each formula once. The modified
 Bessel function `K_0` is SciPy's, on the host (`_kv.py`), with JAX derivatives.
 """
 
@@ -78,10 +79,22 @@ def density(
         fixed_t: Cos2PhiQubit's own methods: scqubits' default T whatever `T` is.
         q_one_arg: Cos2PhiQubit's own methods call a `Q_cap`/`Q_ind` function with omega only.
     """
-    omegas = jnp.stack([omega, -omega]) if o["total"] else jnp.reshape(omega, (1,))
+    option = {"capacitive": "Q_cap", "inductive": "Q_ind", "quasiparticle_tunneling": "Y_qp"}
+    # With numbers (or scqubits' defaults, even in omega) for Q, Z and Y, the two directions
+    # sum in closed form: sigmoid(x) + sigmoid(-x) = 1, so S(omega) + S(-omega) is the one-sided
+    # prefactor times coth(|x| / 2) at |omega|. A user's function may be uneven: both signs.
+    paired = o["total"] and not callable(o.get(option.get(kind, "Z")))
+    if paired:
+        omegas = jnp.reshape(jnp.abs(omega), (1,))
+    else:
+        omegas = jnp.stack([omega, -omega]) if o["total"] else jnp.reshape(omega, (1,))
     t_user = o["T"]
     t = T_DEFAULT if fixed_t else t_user
     x = therm(omegas, t, factor)
+
+    def thermal(absolute: bool) -> Any:
+        return 1.0 / jnp.tanh(0.5 * x) if paired else _coth_sigmoid(x, absolute)
+
     if kind in ("capacitive", "inductive"):
         branch = o.get("branch_params")
         assert energy is not None
@@ -97,13 +110,13 @@ def density(
         else:
             q = _each(q, omegas) if q_one_arg else _each(q, omegas, t_user)
         scale = 16.0 if kind == "capacitive" else 2.0
-        s = scale * e / q * _coth_sigmoid(x, True) * 2 * np.pi
+        s = scale * e / q * thermal(True) * 2 * np.pi
     elif kind == "charge_impedance":
         q_c = R_K / (8 * np.pi * jnp.real(jnp.asarray(_each(o["Z"], omegas))))
-        s = 2 * omegas / q_c * _coth_sigmoid(x, False)
+        s = 2 * omegas / q_c * thermal(False)
     elif kind == "flux_bias_line":
         z = jnp.real(jnp.asarray(_each(o["Z"], omegas)))
-        s = 2 * (2 * np.pi) ** 2 * o["M"] ** 2 * omegas * HBAR / z * _coth_sigmoid(x, False)
+        s = 2 * (2 * np.pi) ** 2 * o["M"] ** 2 * omegas * HBAR / z * thermal(False)
         s = s * factor**2
     elif kind == "quasiparticle_tunneling":
         y = o["Y_qp"]
@@ -113,7 +126,7 @@ def density(
         else:
             y = _each(y, omegas, t)
         re_y = jnp.real(jnp.asarray(y))
-        s = 2 * HBAR * omegas / E_CHARGE**2 * re_y * _coth_sigmoid(x, False)
+        s = 2 * HBAR * omegas / E_CHARGE**2 * re_y * thermal(False)
     else:
         raise AssertionError(kind)
     return jnp.sum(s)
