@@ -18,8 +18,8 @@ from ._terms import Terms, complex_of, fixed
 from .qubits import FIXED_OPERATOR_NAMES
 
 #: Above this dimension `method="auto"` uses the host sparse solver instead of dense `eigh`.
-#: Dense keeps every derivative (eigenvectors, hessian); `benchmarks/scqubits_models.py` finds the
-#: sparse solver ~8x faster for 6 levels at dimension 630 (ZeroPi), so the switch is below that.
+#: Dense keeps every derivative (eigenvectors, hessian); the sparse solver overtakes it between
+#: dimensions 210 and 420 (docs/performance.md, dense against sparse), so the switch is there.
 DENSE_MAX_DIM = 500
 
 ParamsArg = Mapping[str, Any] | None
