@@ -18,8 +18,9 @@ from ._terms import Terms, complex_of, fixed
 from .qubits import FIXED_OPERATOR_NAMES
 
 #: Above this dimension `method="auto"` uses the host sparse solver instead of dense `eigh`.
-#: Dense keeps every derivative (eigenvectors, hessian); the sparse solver overtakes it between
-#: dimensions 210 and 420 (docs/performance.md, dense against sparse), so the switch is there.
+#: The sparse solver overtakes dense `eigh` between dimensions 210 and 420 (docs/performance.md,
+#: dense against sparse); the switch sits above that because dense keeps every derivative
+#: (eigenvectors, hessian).
 DENSE_MAX_DIM = 500
 
 ParamsArg = Mapping[str, Any] | None
