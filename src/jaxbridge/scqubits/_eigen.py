@@ -39,8 +39,9 @@ import scipy.linalg
 import scipy.sparse.linalg as sparse_linalg
 
 from .. import _host
+from .._derivatives import FiniteDifferences
 from . import _errors
-from ._terms import Terms, complex_of
+from ._terms import Fixed, Spectral, Terms, complex_of
 
 #: Up to this dimension a composite's dressed spectrum comes from NumPy's batched `eigh` (whole
 #: spectrum, one loop in C for a whole batch): for a batch of small matrices that beats LAPACK's
@@ -353,3 +354,181 @@ class SparseSolver:
             raise _no_derivative("eigensys", dim)
 
         return esys(flat)
+
+
+# -- the noise programs' spectrum: levels and matrix elements in one host call
+
+
+def _sizes(terms: Terms) -> list[int]:
+    return [1 if isinstance(op, Fixed) else op.size for op in terms.operators]
+
+
+def _assemble(terms: Terms, flat: np.ndarray, dense: list[np.ndarray | None]) -> np.ndarray:
+    """The dense `(B, N, N)` sums `sum_t c_t O_t` of a batch `(B, n)` of flat coefficients;
+    `dense`: each `Fixed` operator's dense matrix (None for a `Spectral` one)."""
+    dtype = np.complex128 if terms.is_complex else np.float64
+    out = np.zeros((flat.shape[0], terms.dim, terms.dim), dtype)
+    start = 0
+    for op, m in zip(terms.operators, dense):
+        if m is not None:
+            out += flat[:, start, None, None] * m
+            start += 1
+            continue
+        assert isinstance(op, Spectral)
+        c = flat[:, start : start + op.size]
+        start += op.size
+        middle = (op.vectors[None] * c[:, None, :]) @ op.vectors.conj().T
+        if op.left.shape == (1, 1) and op.right.shape == (1, 1):
+            out += op.left[0, 0] * op.right[0, 0] * middle
+            continue
+        full = np.einsum("lk,bde,rs->bldrkes", op.left, middle, op.right, optimize=True)
+        out += full.reshape(out.shape)
+    return out
+
+
+def _basis_elements(
+    terms: Terms, dense: list[np.ndarray | None], x: np.ndarray, y: np.ndarray
+) -> np.ndarray:
+    """`<x_a|O_m|y_c>` for every basis operator `O_m` of `terms` (a `Spectral` term has one per
+    eigenvector of its factor, in `flat_coefficients`' order): `(B, M, a, c)` from the columns
+    of `x` `(B, N, a)` and `y` `(B, N, c)`."""
+    blocks = []
+    for op, m in zip(terms.operators, dense):
+        if m is not None:
+            blocks.append((_adjoint(x) @ (m @ y))[:, None])
+            continue
+        assert isinstance(op, Spectral)
+        dl, d, dr = op.left.shape[0], op.vectors.shape[0], op.right.shape[0]
+        u = op.vectors.conj()
+        if dl == dr == 1:  # x, y in the factor's eigenbasis: (B, d, a) and (B, d, c)
+            px, py = u.T @ x, u.T @ y
+            scale = op.left[0, 0] * op.right[0, 0]
+            blocks.append(scale * px.conj()[:, :, :, None] * py[:, :, None, :])
+            continue
+        px = np.einsum("dm,bldra->blmra", u, x.reshape(x.shape[0], dl, d, dr, -1))
+        py = np.einsum("dm,bldra->blmra", u, y.reshape(y.shape[0], dl, d, dr, -1))
+        blocks.append(
+            np.einsum("blmra,lk,rs,bkmsc->bmac", px.conj(), op.left, op.right, py, optimize=True)
+        )
+    return np.concatenate(blocks, axis=1)
+
+
+def _adjoint(x: np.ndarray) -> np.ndarray:
+    return np.swapaxes(x, -1, -2).conj()
+
+
+class NoiseSpectrum:
+    """The k lowest levels of `H(p)` and, between them, each noise operator's diagonal
+    `Re <i|O|i>` and squared moduli `|<i|O|j>|^2`: what every noise channel reads, as one host
+    call (NumPy's `eigh` of the whole spectrum, then a few products), and its exact first
+    derivatives from the same call (perturbation theory over the whole spectrum, in the
+    coefficients of `H` and of the operators; `p` enters through them in JAX).
+
+    The outputs are independent of the eigenvectors' phases, so the second derivatives (the
+    Jacobian's) are central differences of these exact first derivatives, all points in one
+    batched call. The noise programs use it in place of an eigensolver plus JAX matrix
+    elements: it keeps the compiled program small (its compile time is that of the density
+    arithmetic alone).
+
+    Args:
+        hamiltonian: `H(p)`'s terms (real coefficients, as every single qubit here).
+        ops: the noise operators' terms.
+        k: how many levels.
+    """
+
+    def __init__(self, hamiltonian: Terms, ops: tuple[Terms, ...], k: int) -> None:
+        self.hamiltonian, self.ops, self.k = hamiltonian, ops, k
+        self.dense = {
+            id(t): [op.matrix.toarray() if isinstance(op, Fixed) else None for op in t.operators]
+            for t in (hamiltonian, *ops)
+        }
+        self.sizes = [sum(_sizes(t)) for t in ops]
+
+        def result(c_h: Any, c_o: Any, used_outputs: Any = None) -> Any:
+            del used_outputs
+            n, m, mo, dt = len(ops), c_h.shape[-1], c_o.shape[-1], c_h.dtype
+            s = lambda *shape: jax.ShapeDtypeStruct(shape, dt)
+            return (s(k), s(n, k), s(n, k, k), s(k, m), s(n, k, m), s(n, k, k, m),
+                    s(n, k, mo), s(n, k, k, mo))  # fmt: skip
+
+        self.host = _host.host(
+            self._run, result=result, vmap="vectorized", used_outputs=True,
+            derivative=FiniteDifferences(),
+        )  # fmt: skip
+
+        @jax.custom_jvp
+        def levels(c_h: jax.Array, c_o: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+            return tuple(self.host(c_h, c_o)[:3])  # pyright: ignore[reportReturnType]
+
+        @levels.defjvp
+        def _levels_jvp(primals, tangents):
+            (c_h, c_o), (t_h, t_o) = primals, tangents
+            w, diag, sq, jw, jd_h, js_h, jd_o, js_o = self.host(c_h, c_o)
+            dw = jw @ t_h
+            ddiag = jd_h @ t_h + jd_o @ t_o
+            dsq = js_h @ t_h + js_o @ t_o
+            return (w, diag, sq), (dw, ddiag, dsq)
+
+        self._levels = levels
+
+    def __call__(self, p: Any) -> tuple[jax.Array, jax.Array, jax.Array] | None:
+        """`(w (k,), diag (n, k), sq (n, k, k))` at one parameter point; None where a
+        coefficient is complex (the caller's JAX path serves that)."""
+        c_h = self.hamiltonian.flat_coefficients(p)
+        parts = [t.flat_coefficients(p) for t in self.ops]
+        if any(jnp.iscomplexobj(c) for c in (c_h, *parts)):
+            return None
+        c_o = jnp.concatenate(parts).astype(c_h.dtype) if parts else jnp.zeros((0,), c_h.dtype)
+        return self._levels(c_h, c_o)
+
+    def _run(self, c_h: np.ndarray, c_o: np.ndarray, used_outputs: Any = None) -> Any:
+        single = c_h.ndim == 1
+        if single:
+            c_h, c_o = c_h[None], c_o[None]
+        dtype = c_h.dtype
+        out = self._compute(c_h.astype(np.float64), c_o.astype(np.float64), used_outputs)
+        return tuple(None if x is None else (x[0] if single else x).astype(dtype) for x in out)
+
+    def _compute(self, c_h: np.ndarray, c_o: np.ndarray, used: Any) -> tuple[Any, ...]:
+        ham, ops, k = self.hamiltonian, self.ops, self.k
+        b = c_h.shape[0]
+        h_dense = self.dense[id(ham)]
+        w_all, v = np.linalg.eigh(_assemble(ham, c_h, h_dense))
+        vk = v[..., :k]
+        splits = np.split(c_o, np.cumsum(self.sizes)[:-1], axis=1) if ops else []
+        q, pr = [], []  # <v_l|O|v_j> (N, k) and <v_i|O|v_l> (k, N) of each operator
+        for terms, c in zip(ops, splits):
+            full = _adjoint(v) @ _assemble(terms, c, self.dense[id(terms)]) @ v
+            q.append(full[:, :, :k])
+            pr.append(full[:, :k, :])
+        n = len(ops)
+        e = np.stack([x[:, :k, :] for x in q], axis=1) if ops else np.zeros((b, 0, k, k))
+        w = w_all[:, :k]
+        diag = np.real(np.diagonal(e, axis1=-2, axis2=-1))
+        sq = np.real(e) ** 2 + np.imag(e) ** 2
+        if used is not None and not any(used[3:]):
+            return (w, diag, sq, None, None, None, None, None)
+        # A[m, l, i] = <v_l|H_m|v_i>; dv_i = sum_l v_l C[m, l, i] dc_m with C = A F and
+        # F[l, i] = 1 / (w_i - w_l), zero where the two are equal (as `_eigh`).
+        a = _basis_elements(ham, h_dense, v, vk)  # (B, M, N, k)
+        gap = w[:, None, :] - w_all[:, :, None]
+        zero = gap == 0
+        cc = a * np.where(zero, 0.0, 1.0 / np.where(zero, 1.0, gap))[:, None]
+        jw = np.real(np.diagonal(a[:, :, :k, :], axis1=-2, axis2=-1)).transpose(0, 2, 1)
+        de_h = np.zeros((b, n, k, k, a.shape[1]), np.result_type(e, a))
+        ccc = cc.conj()
+        for i, (qo, po) in enumerate(zip(q, pr)):
+            # <dv_i|O|v_j> + <v_i|O|dv_j>, for every direction m
+            de_h[:, i] = np.einsum("bmli,blj->bijm", ccc, qo, optimize=True)
+            de_h[:, i] += np.einsum("bil,bmlj->bijm", po, cc, optimize=True)
+        de_o = np.zeros((b, n, k, k, c_o.shape[1]), np.result_type(e, a))
+        start = 0
+        for i, (terms, size) in enumerate(zip(ops, self.sizes)):
+            r = _basis_elements(terms, self.dense[id(terms)], vk, vk)  # (B, M_o, k, k)
+            de_o[:, i, :, :, start : start + size] = r.transpose(0, 2, 3, 1)
+            start += size
+        jd_h = np.real(np.diagonal(de_h, axis1=2, axis2=3)).transpose(0, 1, 3, 2)
+        jd_o = np.real(np.diagonal(de_o, axis1=2, axis2=3)).transpose(0, 1, 3, 2)
+        js_h = 2 * np.real(e.conj()[..., None] * de_h)
+        js_o = 2 * np.real(e.conj()[..., None] * de_o)
+        return (w, diag, sq, jw, jd_h, js_h, jd_o, js_o)

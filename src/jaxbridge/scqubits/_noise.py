@@ -19,7 +19,7 @@ import jax
 from . import _channel
 from ._channel import Channel
 from ._densities import units
-from ._eigen import eigh_k
+from ._eigen import NoiseSpectrum, eigh_k
 from ._rates import Engine, is_static
 from ._terms import Params, Terms
 from .qubits import CHANNELS as BUILDERS
@@ -235,7 +235,8 @@ class NoiseMethods:
             table = BUILDERS[kind](self._obj)
             self.__dict__["_noise_channels"] = table
             self.__dict__["_noise_jit"] = {}
-            self.__dict__["_noise_engine"] = Engine(self._channel, self._noise_eigensys)
+            engine = Engine(self._channel, self._noise_eigensys, self._noise_spectrum)
+            self.__dict__["_noise_engine"] = engine
         return table
 
     def supported_noise_channels(self) -> list[str]:
@@ -446,6 +447,12 @@ class NoiseMethods:
         if key not in cache:
             cache[key] = jax.jit(engine.program(static, k, bool(get_rate), units()))
         return cache[key](values, dynamic, esys)
+
+    def _noise_spectrum(self, ops: tuple[Terms, ...], k: int) -> NoiseSpectrum | None:
+        """The levels and matrix elements of `ops` in one host call, for a dense model."""
+        if self._method("auto", "noise") != "dense":  # pyright: ignore[reportAttributeAccessIssue] - Model's
+            return None
+        return NoiseSpectrum(self._spec.terms, ops, k)
 
     def _noise_eigensys(self, p: Params, k: int) -> tuple[jax.Array, jax.Array]:
         terms = self._spec.terms

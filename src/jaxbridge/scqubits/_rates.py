@@ -12,7 +12,7 @@ here knows a qubit.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -29,6 +29,19 @@ BAD_LEVELS = "Level indices 'i' and 'j' must be different, and i,j>=0; got i={i!
 #: `(name, scale, static options)` for each channel of a plan: part of a program's cache key.
 StaticPlan = tuple[tuple[str, float, tuple[tuple[str, Any], ...]], ...]
 Eigensys = Callable[[Params, int], tuple[jax.Array, jax.Array]]
+#: `spectrum(ops, k)`: levels and matrix elements of `ops` in one call, or None (see `Engine`).
+Spectrum = Callable[
+    [tuple[Terms, ...], int],
+    Callable[[Params], tuple[jax.Array, jax.Array, jax.Array] | None] | None,
+]
+
+
+class Levels(NamedTuple):
+    """What the channels read of an operator `O` between the levels: `Re <i|O|i>` (`(k,)`)
+    and `|<i|O|j>|^2` (`(k, k)`), both independent of the eigenvectors' phases."""
+
+    diag: jax.Array
+    sq: jax.Array
 
 
 class Elements:
@@ -128,11 +141,21 @@ class Engine:
     Args:
         channel: the model's `Channel` of a name (it raises for an unsupported one).
         eigensys: `eigensys(p, k)`, the k lowest eigenpairs at one parameter point.
+        spectrum: `spectrum(ops, k)`, where the model has one, the `_eigen.NoiseSpectrum` of
+            operators `ops` (levels and matrix elements in one host call with its
+            derivatives), or None where it does not serve the model: used where no
+            eigensystem is given, in place of `eigensys` and `Elements`.
     """
 
-    def __init__(self, channel: Callable[[str], Channel], eigensys: Eigensys) -> None:
+    def __init__(
+        self,
+        channel: Callable[[str], Channel],
+        eigensys: Eigensys,
+        spectrum: Spectrum | None = None,
+    ) -> None:
         self.channel = channel
         self.eigensys = eigensys
+        self.spectrum = spectrum
         self._elements: dict[tuple[int, ...], tuple[tuple[Terms, ...], Elements]] = {}
 
     def levels_of(self, name: str, o: Mapping[str, Any]) -> tuple[int, int]:
@@ -159,11 +182,25 @@ class Engine:
 
         ops = self._operators(static)
         evaluate = self.elements(ops)
+        spectrum = self.spectrum(ops, k) if self.spectrum is not None else None
 
-        def one(p: Params, dynamic: Sequence[dict[str, Any]], es: Any) -> jax.Array:
+        def levels(p: Params, es: Any) -> tuple[jax.Array, dict[int, Levels]]:
+            """The levels and, by operator, its `Levels` between them."""
+            found = spectrum(p) if spectrum is not None and es is None else None
+            if found is not None:
+                w, diag, sq = found
+                return w, {id(op): Levels(diag[n], sq[n]) for n, op in enumerate(ops)}
             w, v = self.eigensys(p, k) if es is None else es
             # Every operator's elements between every level, in one computation (k is small).
-            elements = dict(zip(map(id, ops), evaluate(p, v)))
+            out = {}
+            for op, m in zip(ops, evaluate(p, v)):
+                # |m|^2 as re^2 + im^2: its derivative is 0, not NaN, where m is exactly 0.
+                sq = jnp.real(m) ** 2 + jnp.imag(m) ** 2
+                out[id(op)] = Levels(jnp.real(jnp.diagonal(m)), sq)
+            return w, out
+
+        def one(p: Params, dynamic: Sequence[dict[str, Any]], es: Any) -> jax.Array:
+            w, elements = levels(p, es)
             rate = jnp.zeros((), w.dtype)
             for (name, scale, items), dyn in zip(static, dynamic):
                 o = {**dict(items), **dyn}
@@ -213,12 +250,13 @@ class Engine:
         name: str,
         p: Params,
         w: jax.Array,
-        elements: Mapping[int, jax.Array],
+        elements: Mapping[int, Levels],
         o: dict,
         factor: float,
     ) -> jax.Array:
         """Channel `name`'s rate at one point from the eigenvalues `w`, the operators' matrix
-        elements between the levels (by `id` of the operator) and the options `o`."""
+        elements between the levels (their `Levels`, by `id` of the operator) and the options
+        `o`."""
         channel = self.channel(name)
         if channel.kind == "rates":
             return sum(
@@ -228,8 +266,8 @@ class Engine:
         i, j = levels(o)
         if channel.kind == "tphi":
             assert channel.operator is not None
-            m = elements[id(channel.operator)]
-            shift = jnp.real(m[i, i] - m[j, j])
+            diag = elements[id(channel.operator)].diag
+            shift = diag[i] - diag[j]
             low, t_exp = o.get("omega_low", OMEGA_LOW), o.get("t_exp", T_EXP)
             scale = jnp.sqrt(2 * jnp.abs(jnp.log(jnp.asarray(low) * t_exp)))
             return jnp.abs(shift) * o["A_noise"] * scale * 2 * np.pi
@@ -238,10 +276,9 @@ class Engine:
         override = o.get("noise_op") or o.get("noise_op_method")
         for part in channel.parts:
             op = override if override is not None else part.operator
-            m = elements[id(op)][i, j]
+            sq = elements[id(op)].sq[i, j]
             s = density(
                 part.density, omega, o, p, factor, part.energy, part.fixed_t, part.q_one_arg
             )
-            # |m|^2 as re^2 + im^2: its derivative is 0, not NaN, where m is exactly 0.
-            rate = rate + (jnp.real(m) ** 2 + jnp.imag(m) ** 2) * s
+            rate = rate + sq * s
         return rate
