@@ -306,7 +306,7 @@ def test_host_spectrum_leaves_complex_coefficients_to_jax():
     from jaxbridge.scqubits._eigen import NoiseSpectrum
     from jaxbridge.scqubits._terms import Terms, fixed
 
-    terms = Terms([fixed(np.diag([0.0, 1.0, 3.0]))], lambda p: [p["a"] * (1 + 0j)])
+    terms = Terms([fixed(np.diag([0.0, 1.0, 3.0]))], lambda p: [jax.lax.complex(p["a"], 0.0)])
     spectrum = NoiseSpectrum(terms, (terms,), 2)
     assert spectrum({"a": jnp.asarray(1.0)}) is None
     real = Terms([fixed(np.diag([0.0, 1.0, 3.0]))], lambda p: [p["a"]])

@@ -386,31 +386,72 @@ def _assemble(terms: Terms, flat: np.ndarray, dense: list[np.ndarray | None]) ->
     return out
 
 
-def _basis_elements(
-    terms: Terms, dense: list[np.ndarray | None], x: np.ndarray, y: np.ndarray
+class _Columns:
+    """Columns `x` `(B, N, a)` of states and their projections on each `Spectral` factor's
+    eigenbasis (`(B, dl, d, dr, a)`, made once per factor: operators sharing one share it)."""
+
+    def __init__(self, x: np.ndarray) -> None:
+        self.x = x
+        self._proj: dict[int, np.ndarray] = {}
+
+    def on(self, op: Spectral) -> np.ndarray:
+        key = id(op.vectors)
+        if key not in self._proj:
+            dl, d, dr = op.left.shape[0], op.vectors.shape[0], op.right.shape[0]
+            b, a = self.x.shape[0], self.x.shape[-1]
+            if dl == dr == 1:
+                proj = (op.vectors.conj().T @ self.x).reshape(b, 1, d, 1, a)
+            else:
+                x = self.x.reshape(b, dl, d, dr, a)
+                proj = np.einsum("dm,bldra->blmra", op.vectors.conj(), x, optimize=True)
+            self._proj[key] = proj
+        return self._proj[key]
+
+
+def _spectral(op: Spectral, px: np.ndarray, py: np.ndarray, c: np.ndarray | None) -> np.ndarray:
+    """`sum_m c_m <x_a|O_m|y_c>` (`(B, a, c)`), or with `c` None every `<x_a|O_m|y_c>`
+    (`(B, d, a, c)`), of a `Spectral` term from the projections `px`, `py`."""
+    if op.left.shape == (1, 1) and op.right.shape == (1, 1):
+        scale = op.left[0, 0] * op.right[0, 0]
+        qx, qy = px[:, 0, :, 0, :].conj(), py[:, 0, :, 0, :]  # (B, d, a), (B, d, c)
+        if c is None:
+            return scale * qx[:, :, :, None] * qy[:, :, None, :]
+        return scale * (np.swapaxes(qx, 1, 2) * c[:, None, :]) @ qy
+    if c is None:
+        return np.einsum("blmra,lk,rs,bkmsc->bmac", px.conj(), op.left, op.right, py, optimize=True)
+    return np.einsum(
+        "blmra,bm,lk,rs,bkmsc->bac", px.conj(), c, op.left, op.right, py, optimize=True
+    )
+
+
+def _elements(
+    terms: Terms, dense: list[np.ndarray | None], c: np.ndarray | None, x: _Columns, y: _Columns
 ) -> np.ndarray:
-    """`<x_a|O_m|y_c>` for every basis operator `O_m` of `terms` (a `Spectral` term has one per
-    eigenvector of its factor, in `flat_coefficients`' order): `(B, M, a, c)` from the columns
-    of `x` `(B, N, a)` and `y` `(B, N, c)`."""
-    blocks = []
+    """`<x_a|O|y_c>` of `O = sum_t c_t O_t` (`(B, a, c)`, `c` a batch of flat coefficients);
+    with `c` None, of every basis operator (a `Spectral` term has one per eigenvector of its
+    factor, in `flat_coefficients`' order): `(B, M, a, c)`."""
+    blocks, total, start = [], None, 0
     for op, m in zip(terms.operators, dense):
         if m is not None:
-            blocks.append((_adjoint(x) @ (m @ y))[:, None])
-            continue
-        assert isinstance(op, Spectral)
-        dl, d, dr = op.left.shape[0], op.vectors.shape[0], op.right.shape[0]
-        u = op.vectors.conj()
-        if dl == dr == 1:  # x, y in the factor's eigenbasis: (B, d, a) and (B, d, c)
-            px, py = u.T @ x, u.T @ y
-            scale = op.left[0, 0] * op.right[0, 0]
-            blocks.append(scale * px.conj()[:, :, :, None] * py[:, :, None, :])
-            continue
-        px = np.einsum("dm,bldra->blmra", u, x.reshape(x.shape[0], dl, d, dr, -1))
-        py = np.einsum("dm,bldra->blmra", u, y.reshape(y.shape[0], dl, d, dr, -1))
-        blocks.append(
-            np.einsum("blmra,lk,rs,bkmsc->bmac", px.conj(), op.left, op.right, py, optimize=True)
-        )
-    return np.concatenate(blocks, axis=1)
+            part = _adjoint(x.x) @ (m @ y.x)
+            if c is None:
+                blocks.append(part[:, None])
+            else:
+                part = c[:, start, None, None] * part
+            start += 1
+        else:
+            assert isinstance(op, Spectral)
+            coefficients = None if c is None else c[:, start : start + op.size]
+            part = _spectral(op, x.on(op), y.on(op), coefficients)
+            if c is None:
+                blocks.append(part)
+            start += op.size
+        if c is not None:
+            total = part if total is None else total + part
+    if c is None:
+        return np.concatenate(blocks, axis=1)
+    assert total is not None
+    return total
 
 
 def _adjoint(x: np.ndarray) -> np.ndarray:
@@ -420,15 +461,19 @@ def _adjoint(x: np.ndarray) -> np.ndarray:
 class NoiseSpectrum:
     """The k lowest levels of `H(p)` and, between them, each noise operator's diagonal
     `Re <i|O|i>` and squared moduli `|<i|O|j>|^2`: what every noise channel reads, as one host
-    call (NumPy's `eigh` of the whole spectrum, then a few products), and its exact first
-    derivatives from the same call (perturbation theory over the whole spectrum, in the
-    coefficients of `H` and of the operators; `p` enters through them in JAX).
+    call, and its exact first derivatives in the parameters from the same call.
 
-    The outputs are independent of the eigenvectors' phases, so the second derivatives (the
-    Jacobian's) are central differences of these exact first derivatives, all points in one
-    batched call. The noise programs use it in place of an eigensolver plus JAX matrix
-    elements: it keeps the compiled program small (its compile time is that of the density
-    arithmetic alone).
+    Without derivatives the host runs LAPACK's subset solver (the k levels alone) and the
+    elements between them. With them it diagonalises the whole spectrum (NumPy's `eigh`) and
+    applies first-order perturbation theory along each parameter: the program hands it the
+    coefficients `c(p)` of `H` and of the operators and their derivatives `dc/dp` (JAX's
+    forward mode, a few directions), `dH/dp` is the same sum of fixed operators with those
+    coefficients, and the eigenvectors' derivatives are sums over the whole spectrum.
+
+    The outputs are independent of the eigenvectors' phases, so second derivatives (the
+    first derivatives' own) are central differences of these exact first derivatives, all
+    points in one batched call. The noise programs use this in place of an eigensolver plus
+    JAX matrix elements, which keeps their compiled programs small.
 
     Args:
         hamiltonian: `H(p)`'s terms (real coefficients, as every single qubit here).
@@ -443,92 +488,131 @@ class NoiseSpectrum:
             for t in (hamiltonian, *ops)
         }
         self.sizes = [sum(_sizes(t)) for t in ops]
+        n = len(ops)
 
-        def result(c_h: Any, c_o: Any, used_outputs: Any = None) -> Any:
-            del used_outputs
-            n, m, mo, dt = len(ops), c_h.shape[-1], c_o.shape[-1], c_h.dtype
+        def levels_spec(dt: Any) -> tuple[jax.ShapeDtypeStruct, ...]:
+            return (jax.ShapeDtypeStruct((k,), dt), jax.ShapeDtypeStruct((n, k), dt),
+                    jax.ShapeDtypeStruct((n, k, k), dt))  # fmt: skip
+
+        def primal_result(c_h: Any, c_o: Any) -> Any:
+            return levels_spec(c_h.dtype)
+
+        def full_result(c_h: Any, c_o: Any, d_h: Any, d_o: Any) -> Any:
+            nd, dt = d_h.shape[-1], c_h.dtype
             s = lambda *shape: jax.ShapeDtypeStruct(shape, dt)
-            return (s(k), s(n, k), s(n, k, k), s(k, m), s(n, k, m), s(n, k, k, m),
-                    s(n, k, mo), s(n, k, k, mo))  # fmt: skip
+            return (*levels_spec(dt), s(k, nd), s(n, k, nd), s(n, k, k, nd))
 
-        self.host = _host.host(
-            self._run, result=result, vmap="vectorized", used_outputs=True,
-            derivative=FiniteDifferences(),
-        )  # fmt: skip
+        self.primal_host = _host.host(self._primal, result=primal_result, vmap="vectorized")
+        self.full_host = _host.host(
+            self._full, result=full_result, vmap="vectorized", derivative=FiniteDifferences()
+        )
+
+    def __call__(self, p: Any) -> tuple[jax.Array, jax.Array, jax.Array] | None:
+        """`(w (k,), diag (n, k), sq (n, k, k))` at one parameter point (`p`: scalars by
+        name); None where a coefficient is complex (the caller's JAX path serves that)."""
+        names = sorted(p)
+        if not names:
+            return None
+        dtype = jnp.result_type(*(jnp.asarray(p[k]) for k in names))
+        if not jnp.issubdtype(dtype, jnp.floating):
+            dtype = jnp.zeros(()).dtype
+
+        def coefficients(x: jax.Array) -> tuple[jax.Array, jax.Array]:
+            q = {**p, **{name: x[i] for i, name in enumerate(names)}}
+            c_h = self.hamiltonian.flat_coefficients(q)
+            parts = [t.flat_coefficients(q) for t in self.ops]
+            c_o = jnp.concatenate(parts) if parts else jnp.zeros((0,), c_h.dtype)
+            return c_h, c_o
+
+        x0 = jnp.stack([jnp.asarray(p[name], dtype) for name in names])
+        c_h, c_o = jax.eval_shape(coefficients, x0)
+        if any(jnp.issubdtype(c.dtype, jnp.complexfloating) for c in (c_h, c_o)):
+            return None
 
         @jax.custom_jvp
-        def levels(c_h: jax.Array, c_o: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-            return tuple(self.host(c_h, c_o)[:3])  # pyright: ignore[reportReturnType]
+        def levels(x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+            c_h, c_o = coefficients(x)
+            return tuple(self.primal_host(c_h, c_o.astype(c_h.dtype)))  # pyright: ignore[reportReturnType]
 
         @levels.defjvp
         def _levels_jvp(primals, tangents):
-            (c_h, c_o), (t_h, t_o) = primals, tangents
-            w, diag, sq, jw, jd_h, js_h, jd_o, js_o = self.host(c_h, c_o)
-            dw = jw @ t_h
-            ddiag = jd_h @ t_h + jd_o @ t_o
-            dsq = js_h @ t_h + js_o @ t_o
-            return (w, diag, sq), (dw, ddiag, dsq)
+            (x,), (dx,) = primals, tangents
+            # dc/dp along every parameter: forward mode, one direction per parameter
+            eye = jnp.eye(x.shape[0], dtype=x.dtype)
+            (c_h, c_o), (d_h, d_o) = jax.vmap(
+                lambda t: jax.jvp(coefficients, (x,), (t,)), out_axes=((None, None), (1, 1))
+            )(eye)
+            w, diag, sq, jw, jd, js = self.full_host(
+                c_h, c_o.astype(c_h.dtype), d_h, d_o.astype(c_h.dtype)
+            )
+            return (w, diag, sq), (jw @ dx, jd @ dx, js @ dx)
 
-        self._levels = levels
+        return levels(x0)
 
-    def __call__(self, p: Any) -> tuple[jax.Array, jax.Array, jax.Array] | None:
-        """`(w (k,), diag (n, k), sq (n, k, k))` at one parameter point; None where a
-        coefficient is complex (the caller's JAX path serves that)."""
-        c_h = self.hamiltonian.flat_coefficients(p)
-        parts = [t.flat_coefficients(p) for t in self.ops]
-        if any(jnp.iscomplexobj(c) for c in (c_h, *parts)):
-            return None
-        c_o = jnp.concatenate(parts).astype(c_h.dtype) if parts else jnp.zeros((0,), c_h.dtype)
-        return self._levels(c_h, c_o)
-
-    def _run(self, c_h: np.ndarray, c_o: np.ndarray, used_outputs: Any = None) -> Any:
-        single = c_h.ndim == 1
+    def _batched(self, fn: Any, *args: np.ndarray) -> Any:
+        single = args[0].ndim == 1
         if single:
-            c_h, c_o = c_h[None], c_o[None]
-        dtype = c_h.dtype
-        out = self._compute(c_h.astype(np.float64), c_o.astype(np.float64), used_outputs)
-        return tuple(None if x is None else (x[0] if single else x).astype(dtype) for x in out)
+            args = tuple(a[None] for a in args)
+        dtype = args[0].dtype
+        out = fn(*(a.astype(np.float64) for a in args))
+        return tuple((x[0] if single else x).astype(dtype) for x in out)
 
-    def _compute(self, c_h: np.ndarray, c_o: np.ndarray, used: Any) -> tuple[Any, ...]:
+    def _primal(self, c_h: np.ndarray, c_o: np.ndarray) -> Any:
+        return self._batched(self._levels, c_h, c_o)
+
+    def _full(self, c_h: np.ndarray, c_o: np.ndarray, d_h: np.ndarray, d_o: np.ndarray) -> Any:
+        return self._batched(self._derivatives, c_h, c_o, d_h, d_o)
+
+    def _split(self, c_o: np.ndarray) -> list[np.ndarray]:
+        return np.split(c_o, np.cumsum(self.sizes)[:-1], axis=1) if self.ops else []
+
+    def _levels(self, c_h: np.ndarray, c_o: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The k levels alone (LAPACK's subset solver) and the elements between them."""
         ham, ops, k = self.hamiltonian, self.ops, self.k
-        b = c_h.shape[0]
+        h = _assemble(ham, c_h, self.dense[id(ham)])
+        w, vk = _lowest(h, k, True, "general")
+        cols = _Columns(vk)
+        e = [_elements(t, self.dense[id(t)], c, cols, cols) for t, c in zip(ops, self._split(c_o))]
+        e_all = np.stack(e, axis=1) if ops else np.zeros((c_h.shape[0], 0, k, k))
+        diag = np.real(np.diagonal(e_all, axis1=-2, axis2=-1))
+        return (w, diag, np.real(e_all) ** 2 + np.imag(e_all) ** 2)
+
+    def _derivatives(
+        self, c_h: np.ndarray, c_o: np.ndarray, d_h: np.ndarray, d_o: np.ndarray
+    ) -> tuple[np.ndarray, ...]:
+        """The levels and elements, and their derivatives along each parameter `a` given
+        `dc/dp_a` (`d_h[..., a]`, `d_o[..., a]`)."""
+        ham, ops, k = self.hamiltonian, self.ops, self.k
+        b, n, nd = c_h.shape[0], len(ops), d_h.shape[-1]
         h_dense = self.dense[id(ham)]
         w_all, v = np.linalg.eigh(_assemble(ham, c_h, h_dense))
-        vk = v[..., :k]
-        splits = np.split(c_o, np.cumsum(self.sizes)[:-1], axis=1) if ops else []
-        q, pr = [], []  # <v_l|O|v_j> (N, k) and <v_i|O|v_l> (k, N) of each operator
-        for terms, c in zip(ops, splits):
-            full = _adjoint(v) @ _assemble(terms, c, self.dense[id(terms)]) @ v
-            q.append(full[:, :, :k])
-            pr.append(full[:, :k, :])
-        n = len(ops)
+        w, vk = w_all[:, :k], v[..., :k]
+        all_, low = _Columns(v), _Columns(vk)
+        splits, d_splits = self._split(c_o), self._split(d_o)
+        # <v_l|O|v_j> (N, k) and <v_i|O|v_l> (k, N) of each operator
+        q = [_elements(t, self.dense[id(t)], c, all_, low) for t, c in zip(ops, splits)]
+        pr = [_elements(t, self.dense[id(t)], c, low, all_) for t, c in zip(ops, splits)]
         e = np.stack([x[:, :k, :] for x in q], axis=1) if ops else np.zeros((b, 0, k, k))
-        w = w_all[:, :k]
         diag = np.real(np.diagonal(e, axis1=-2, axis2=-1))
         sq = np.real(e) ** 2 + np.imag(e) ** 2
-        if used is not None and not any(used[3:]):
-            return (w, diag, sq, None, None, None, None, None)
-        # A[m, l, i] = <v_l|H_m|v_i>; dv_i = sum_l v_l C[m, l, i] dc_m with C = A F and
-        # F[l, i] = 1 / (w_i - w_l), zero where the two are equal (as `_eigh`).
-        a = _basis_elements(ham, h_dense, v, vk)  # (B, M, N, k)
+        # Along parameter a: A[l, i] = <v_l|dH/dp_a|v_i>; dv_i = sum_l v_l C[l, i] with
+        # C = A F, F[l, i] = 1 / (w_i - w_l), zero where the two are equal (as `_eigh`).
         gap = w[:, None, :] - w_all[:, :, None]
         zero = gap == 0
-        cc = a * np.where(zero, 0.0, 1.0 / np.where(zero, 1.0, gap))[:, None]
-        jw = np.real(np.diagonal(a[:, :, :k, :], axis1=-2, axis2=-1)).transpose(0, 2, 1)
-        de_h = np.zeros((b, n, k, k, a.shape[1]), np.result_type(e, a))
-        ccc = cc.conj()
-        for i, (qo, po) in enumerate(zip(q, pr)):
-            # <dv_i|O|v_j> + <v_i|O|dv_j>, for every direction m
-            de_h[:, i] = np.einsum("bmli,blj->bijm", ccc, qo, optimize=True)
-            de_h[:, i] += np.einsum("bil,bmlj->bijm", po, cc, optimize=True)
-        de_o = np.zeros((b, n, k, k, c_o.shape[1]), np.result_type(e, a))
-        start = 0
-        for i, (terms, size) in enumerate(zip(ops, self.sizes)):
-            r = _basis_elements(terms, self.dense[id(terms)], vk, vk)  # (B, M_o, k, k)
-            de_o[:, i, :, :, start : start + size] = r.transpose(0, 2, 3, 1)
-            start += size
-        jd_h = np.real(np.diagonal(de_h, axis1=2, axis2=3)).transpose(0, 1, 3, 2)
-        jd_o = np.real(np.diagonal(de_o, axis1=2, axis2=3)).transpose(0, 1, 3, 2)
-        js_h = 2 * np.real(e.conj()[..., None] * de_h)
-        js_o = 2 * np.real(e.conj()[..., None] * de_o)
-        return (w, diag, sq, jw, jd_h, js_h, jd_o, js_o)
+        f = np.where(zero, 0.0, 1.0 / np.where(zero, 1.0, gap))
+        jw = np.zeros((b, k, nd))
+        de = np.zeros((b, n, k, k, nd), np.result_type(e, v))
+        for a in range(nd):
+            da = _elements(ham, h_dense, d_h[:, :, a], all_, low)  # (B, N, k)
+            jw[:, :, a] = np.real(np.diagonal(da[:, :k, :], axis1=-2, axis2=-1))
+            cc = da * f
+            for i, (terms, qo, po, dc) in enumerate(zip(ops, q, pr, d_splits)):
+                # <dv_i|O|v_j> + <v_i|O|dv_j> + <v_i|dO|v_j>
+                de[:, i, :, :, a] = (
+                    _adjoint(cc) @ qo
+                    + po @ cc
+                    + _elements(terms, self.dense[id(terms)], dc[:, :, a], low, low)
+                )
+        jd = np.real(np.diagonal(de, axis1=2, axis2=3)).transpose(0, 1, 3, 2)
+        js = 2 * np.real(e.conj()[..., None] * de)
+        return (w, diag, sq, jw, jd, js)
