@@ -159,11 +159,13 @@ def run_nelder_mead(qubit: Any, budget: float) -> Trace:
 def jax_objective(model: Any) -> Any:
     def fun(x: Any, targets: Any) -> Any:
         params = dict(zip(NAMES, jnp.exp(x))) | {"flux": FLUX}
-        # One diagonalisation, reused by the noise channels, as on the scqubits side; the
-        # gradient flows through the eigenvectors.
-        esys = model.eigensys(params, evals_count=3)
-        t2 = model.t2_effective(esys=esys, params=params)
-        return objective(x, esys[0], t2, targets, jnp)
+        # The levels from the eigenvalue solver; T2 from the noise program's own host call
+        # (its levels, matrix elements and their exact derivatives at once), which keeps the
+        # compiled program small. Passing `esys=` would take the matrix elements in JAX from
+        # the given eigenvectors instead: the same numbers, a larger program.
+        evals = model.eigenvals(params, evals_count=3)
+        t2 = model.t2_effective(params=params)
+        return objective(x, evals, t2, targets, jnp)
 
     return fun
 
