@@ -37,6 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.linalg
 import scipy.sparse.linalg as sparse_linalg
+from jax.custom_derivatives import SymbolicZero
 
 from .. import _host
 from .._derivatives import FiniteDifferences
@@ -433,7 +434,11 @@ def _elements(
     blocks, total, start = [], None, 0
     for op, m in zip(terms.operators, dense):
         if m is not None:
-            part = _adjoint(x.x) @ (m @ y.x)
+            # the cheaper order: the product with the fewer columns first
+            if x.x.shape[-1] < y.x.shape[-1]:
+                part = _adjoint(m.conj().T @ x.x) @ y.x
+            else:
+                part = _adjoint(x.x) @ (m @ y.x)
             if c is None:
                 blocks.append(part[:, None])
             else:
@@ -517,37 +522,43 @@ class NoiseSpectrum:
         if not jnp.issubdtype(dtype, jnp.floating):
             dtype = jnp.zeros(()).dtype
 
-        def coefficients(x: jax.Array) -> tuple[jax.Array, jax.Array]:
-            q = {**p, **{name: x[i] for i, name in enumerate(names)}}
+        def coefficients(*xs: jax.Array) -> tuple[jax.Array, jax.Array]:
+            q = {**p, **dict(zip(names, xs))}
             c_h = self.hamiltonian.flat_coefficients(q)
             parts = [t.flat_coefficients(q) for t in self.ops]
             c_o = jnp.concatenate(parts) if parts else jnp.zeros((0,), c_h.dtype)
-            return c_h, c_o
+            return c_h, c_o.astype(c_h.dtype)
 
-        x0 = jnp.stack([jnp.asarray(p[name], dtype) for name in names])
-        c_h, c_o = jax.eval_shape(coefficients, x0)
+        x0 = [jnp.asarray(p[name], dtype) for name in names]
+        c_h, c_o = jax.eval_shape(coefficients, *x0)
         if any(jnp.issubdtype(c.dtype, jnp.complexfloating) for c in (c_h, c_o)):
             return None
 
         @jax.custom_jvp
-        def levels(x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-            c_h, c_o = coefficients(x)
-            return tuple(self.primal_host(c_h, c_o.astype(c_h.dtype)))  # pyright: ignore[reportReturnType]
+        def levels(*xs: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+            return tuple(self.primal_host(*coefficients(*xs)))  # pyright: ignore[reportReturnType]
 
-        @levels.defjvp
-        def _levels_jvp(primals, tangents):
-            (x,), (dx,) = primals, tangents
-            # dc/dp along every parameter: forward mode, one direction per parameter
-            eye = jnp.eye(x.shape[0], dtype=x.dtype)
-            (c_h, c_o), (d_h, d_o) = jax.vmap(
-                lambda t: jax.jvp(coefficients, (x,), (t,)), out_axes=((None, None), (1, 1))
-            )(eye)
-            w, diag, sq, jw, jd, js = self.full_host(
-                c_h, c_o.astype(c_h.dtype), d_h, d_o.astype(c_h.dtype)
-            )
+        def _levels_jvp(primals: Any, tangents: Any) -> Any:
+            # only the parameters the program differentiates in: one direction each
+            moving = [i for i, t in enumerate(tangents) if not isinstance(t, SymbolicZero)]
+            if not moving:
+                outs = levels(*primals)
+                return outs, tuple(jnp.zeros_like(o) for o in outs)
+            dx = jnp.stack([tangents[i] for i in moving])
+
+            def along(t: jax.Array) -> Any:
+                ts = [jnp.zeros_like(x) for x in primals]
+                for n, i in enumerate(moving):
+                    ts[i] = t[n]
+                return jax.jvp(coefficients, tuple(primals), tuple(ts))
+
+            eye = jnp.eye(len(moving), dtype=dx.dtype)
+            (c_h, c_o), (d_h, d_o) = jax.vmap(along, out_axes=((None, None), (1, 1)))(eye)
+            w, diag, sq, jw, jd, js = self.full_host(c_h, c_o, d_h, d_o)
             return (w, diag, sq), (jw @ dx, jd @ dx, js @ dx)
 
-        return levels(x0)
+        levels.defjvp(_levels_jvp, symbolic_zeros=True)
+        return levels(*x0)
 
     def _batched(self, fn: Any, *args: np.ndarray) -> Any:
         single = args[0].ndim == 1
