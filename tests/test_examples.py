@@ -28,6 +28,7 @@ EXPECTED = {
     "08_ppo.py": ["jaxbridge: mean episode return", "gymnasium: mean episode return"],
     "09_qubit_design.py": [
         "| jaxbridge + Optax L-BFGS |",
+        "| jaxbridge + SciPy L-BFGS-B |",
         "| scqubits + SciPy Nelder-Mead |",
         "jaxbridge's objective equals scqubits' at the final design: True",
     ],

@@ -4,8 +4,9 @@ The stage runs the example script itself, so the demo and the example are one pr
 poor design, Optax's L-BFGS tunes a fluxonium's E_J, E_C and E_L through
 `jaxbridge.scqubits.model(fluxonium).t2_effective` (one `jax.jit`-compiled step, gradients
 through the eigenvectors) for the longest T2 at half flux, with f01 kept in 0.2 to 0.6 GHz and
-the anharmonicity above 4 GHz; SciPy's Nelder-Mead on scqubits' own `t2_effective` gets the
-same objective, start and wall-time budget. The script ships with the source, not the wheel,
+the anharmonicity above 4 GHz, and so does SciPy's L-BFGS-B on one compiled `value_and_grad`
+of the same objective; SciPy's Nelder-Mead on scqubits' own `t2_effective` gets the same
+objective, start and wall-time budget. The script ships with the source, not the wheel,
 as the benchmarks do. The quick demo gives each optimiser a 1 s budget.
 """
 
