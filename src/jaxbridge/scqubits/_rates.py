@@ -6,7 +6,9 @@ at every point of the parameters' batch shape. Every channel of a plan shares on
 and each operator's matrix elements (and each `Spectral` factor's projection of the
 eigenvectors) are computed once a program, whichever channels use them. The channels
 themselves (`_channel.Channel`) and the spectral densities (`_densities`) are given; nothing
-here knows a qubit.
+here knows a qubit. Without a given eigensystem, a model that has one (`Engine(spectrum=)`, a
+dense single qubit) supplies the levels and the elements from one host call instead
+(`_eigen.NoiseSpectrum`); the channels read only each operator's `Levels`.
 """
 
 from __future__ import annotations
@@ -184,7 +186,7 @@ class Engine:
         evaluate = self.elements(ops)
         spectrum = self.spectrum(ops, k) if self.spectrum is not None else None
 
-        def levels(p: Params, es: Any) -> tuple[jax.Array, dict[int, Levels]]:
+        def levels_at(p: Params, es: Any) -> tuple[jax.Array, dict[int, Levels]]:
             """The levels and, by operator, its `Levels` between them."""
             found = spectrum(p) if spectrum is not None and es is None else None
             if found is not None:
@@ -200,7 +202,7 @@ class Engine:
             return w, out
 
         def one(p: Params, dynamic: Sequence[dict[str, Any]], es: Any) -> jax.Array:
-            w, elements = levels(p, es)
+            w, elements = levels_at(p, es)
             rate = jnp.zeros((), w.dtype)
             for (name, scale, items), dyn in zip(static, dynamic):
                 o = {**dict(items), **dyn}
