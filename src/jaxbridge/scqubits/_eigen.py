@@ -360,10 +360,6 @@ class SparseSolver:
 # -- the noise programs' spectrum: levels and matrix elements in one host call
 
 
-def _sizes(terms: Terms) -> list[int]:
-    return [1 if isinstance(op, Fixed) else op.size for op in terms.operators]
-
-
 def _assemble(terms: Terms, flat: np.ndarray, dense: list[np.ndarray | None]) -> np.ndarray:
     """The dense `(B, N, N)` sums `sum_t c_t O_t` of a batch `(B, n)` of flat coefficients;
     `dense`: each `Fixed` operator's dense matrix (None for a `Spectral` one)."""
@@ -477,7 +473,9 @@ class NoiseSpectrum:
 
     The outputs are independent of the eigenvectors' phases, so second derivatives (the
     first derivatives' own) are central differences of these exact first derivatives, all
-    points in one batched call. The noise programs use this in place of an eigensolver plus
+    points in one batched call. (Two exactly equal levels among the k are the exception, as
+    everywhere: the elements between them depend on the basis the solver picks, as scqubits'
+    do, and the pair's coupling term is dropped, as in `_eigh`.) The noise programs use this in place of an eigensolver plus
     JAX matrix elements, which keeps their compiled programs small.
 
     Args:
@@ -492,7 +490,7 @@ class NoiseSpectrum:
             id(t): [op.matrix.toarray() if isinstance(op, Fixed) else None for op in t.operators]
             for t in (hamiltonian, *ops)
         }
-        self.sizes = [sum(_sizes(t)) for t in ops]
+        self.sizes = [t.size for t in ops]
         n = len(ops)
 
         def levels_spec(dt: Any) -> tuple[jax.ShapeDtypeStruct, ...]:

@@ -150,6 +150,11 @@ class Terms:
 
     # Host side (NumPy/SciPy): the same sum as a sparse matrix, and expectation values.
 
+    @property
+    def size(self) -> int:
+        """The length of `flat_coefficients` (a `Spectral` term contributes `size` entries)."""
+        return sum(1 if isinstance(op, Fixed) else op.size for op in self.operators)
+
     def split(self, flat: np.ndarray) -> list[np.ndarray]:
         sizes = [1 if isinstance(op, Fixed) else op.size for op in self.operators]
         return np.split(np.asarray(flat), np.cumsum(sizes)[:-1])
