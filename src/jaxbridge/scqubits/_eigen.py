@@ -475,8 +475,8 @@ class NoiseSpectrum:
     first derivatives' own) are central differences of these exact first derivatives, all
     points in one batched call. (Two exactly equal levels among the k are the exception, as
     everywhere: the elements between them depend on the basis the solver picks, as scqubits'
-    do, and the pair's coupling term is dropped, as in `_eigh`.) The noise programs use this in place of an eigensolver plus
-    JAX matrix elements, which keeps their compiled programs small.
+    do, and the pair's coupling term is dropped, as in `_eigh`.) The noise programs use this
+    in place of an eigensolver plus JAX matrix elements, which keeps their programs small.
 
     Args:
         hamiltonian: `H(p)`'s terms (real coefficients, as every single qubit here).
