@@ -20,10 +20,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import scipy.sparse as sparse
+from jax.core import Tracer
 
 from . import _params
 from ._channel import Channel
-from ._densities import OMEGA_LOW, T_EXP, density
+from ._densities import OMEGA_LOW, T_EXP, Term, column, spectral_sum, term
 from ._terms import Params, Spectral, Terms, complex_of
 
 BAD_LEVELS = "Level indices 'i' and 'j' must be different, and i,j>=0; got i={i!r}, j={j!r}."
@@ -186,27 +187,29 @@ class Engine:
         evaluate = self.elements(ops)
         spectrum = self.spectrum(ops, k) if self.spectrum is not None else None
 
-        def levels_at(p: Params, es: Any) -> tuple[jax.Array, dict[int, Levels]]:
-            """The levels and, by operator, its `Levels` between them."""
+        def levels_at(p: Params, es: Any) -> tuple[jax.Array, Levels]:
+            """The levels and every operator's `Levels` between them, stacked in `ops`'
+            order."""
             found = spectrum(p) if spectrum is not None and es is None else None
             if found is not None:
                 w, diag, sq = found
-                return w, {id(op): Levels(diag[n], sq[n]) for n, op in enumerate(ops)}
+                return w, Levels(diag, sq)
             w, v = self.eigensys(p, k) if es is None else es
             # Every operator's elements between every level, in one computation (k is small).
-            out = {}
-            for op, m in zip(ops, evaluate(p, v)):
-                # |m|^2 as re^2 + im^2: its derivative is 0, not NaN, where m is exactly 0.
-                sq = jnp.real(m) ** 2 + jnp.imag(m) ** 2
-                out[id(op)] = Levels(jnp.real(jnp.diagonal(m)), sq)
-            return w, out
+            m = jnp.stack(evaluate(p, v))
+            # |m|^2 as re^2 + im^2: its derivative is 0, not NaN, where m is exactly 0.
+            sq = jnp.real(m) ** 2 + jnp.imag(m) ** 2
+            return w, Levels(jnp.real(jnp.diagonal(m, axis1=-2, axis2=-1)), sq)
+
+        index = {id(op): n for n, op in enumerate(ops)}
 
         def one(p: Params, dynamic: Sequence[dict[str, Any]], es: Any) -> jax.Array:
             w, elements = levels_at(p, es)
-            rate = jnp.zeros((), w.dtype)
+            rates = Rates(index)
             for (name, scale, items), dyn in zip(static, dynamic):
                 o = {**dict(items), **dyn}
-                rate = rate + scale * self.rate(name, p, w, elements, o, factor)
+                self.rate(name, p, o, rates, scale)
+            rate = rates.total(w, elements, factor)
             return rate if get_rate else time_of(rate)
 
         def run(values: dict[str, jax.Array], dynamic: list[dict[str, Any]], esys: Any) -> Any:
@@ -247,40 +250,68 @@ class Engine:
             self._elements[key] = (ops, Elements(ops))  # `ops` kept: their ids stay theirs
         return self._elements[key][1]
 
-    def rate(
-        self,
-        name: str,
-        p: Params,
-        w: jax.Array,
-        elements: Mapping[int, Levels],
-        o: dict,
-        factor: float,
-    ) -> jax.Array:
-        """Channel `name`'s rate at one point from the eigenvalues `w`, the operators' matrix
-        elements between the levels (their `Levels`, by `id` of the operator) and the options
-        `o`."""
+    def rate(self, name: str, p: Params, o: dict, rates: Rates, scale: float = 1.0) -> None:
+        """Adds `scale` times channel `name`'s rate at the parameters `p` under the options
+        `o` to `rates`."""
         channel = self.channel(name)
         if channel.kind == "rates":
-            return sum(
-                (self.rate(m, p, w, elements, {**o, **mo}, factor) for m, mo in channel.members),
-                start=jnp.zeros((), w.dtype),
-            )
+            for m, mo in channel.members:
+                self.rate(m, p, {**o, **mo}, rates, scale)
+            return
         i, j = levels(o)
         if channel.kind == "tphi":
             assert channel.operator is not None
-            diag = elements[id(channel.operator)].diag
-            shift = diag[i] - diag[j]
             low, t_exp = o.get("omega_low", OMEGA_LOW), o.get("t_exp", T_EXP)
-            scale = jnp.sqrt(2 * jnp.abs(jnp.log(jnp.asarray(low) * t_exp)))
-            return jnp.abs(shift) * o["A_noise"] * scale * 2 * np.pi
-        omega = 2 * np.pi * (w[i] - w[j])
-        rate = jnp.zeros((), w.dtype)
+            rates.dephasing(scale, channel.operator, i, j, o["A_noise"], low, t_exp)
+            return
         override = o.get("noise_op") or o.get("noise_op_method")
         for part in channel.parts:
             op = override if override is not None else part.operator
-            sq = elements[id(op)].sq[i, j]
-            s = density(
-                part.density, omega, o, p, factor, part.energy, part.fixed_t, part.q_one_arg
-            )
-            rate = rate + sq * s
+            found = term(part.density, o, p, part.energy, part.fixed_t, part.q_one_arg)
+            rates.relaxation(scale, op, i, j, found)
+
+
+class Rates:
+    """The terms of a rate at one point, summed at once: the relaxation terms
+    `scale |<i|O|j>|^2 S(omega_ij)` (their frequencies and elements gathered in one operation
+    each, their densities in one host call, `_densities.spectral_sum`) and the 1/f dephasing
+    terms `scale |<i|O|i> - <j|O|j>| A sqrt(2 |ln(omega_low t_exp)|) 2 pi`.
+
+    Args:
+        index: each operator's position (by `id`) in the stacked `Levels`.
+    """
+
+    def __init__(self, index: Mapping[int, int]) -> None:
+        self.index = index
+        self.t1: list[tuple[float, int, int, int, Term]] = []
+        self.tphi: list[tuple[float, int, int, int, Any]] = []
+
+    def relaxation(self, scale: float, op: Terms, i: int, j: int, found: Term) -> None:
+        """Adds `scale |<i|op|j>|^2 S(omega_ij)`, `S` the density `found`."""
+        self.t1.append((scale, self.index[id(op)], i, j, found))
+
+    def dephasing(
+        self, scale: float, op: Terms, i: int, j: int, amplitude: Any, low: Any, t_exp: Any
+    ) -> None:
+        """Adds scqubits' 1/f dephasing rate by `op` between levels `i` and `j`."""
+        traced = any(isinstance(v, Tracer) for v in (amplitude, low, t_exp))
+        xp = jnp if traced else np
+        a = amplitude * xp.sqrt(2 * xp.abs(xp.log(xp.asarray(low) * t_exp))) * 2 * np.pi
+        self.tphi.append((scale, self.index[id(op)], i, j, a))
+
+    def total(self, w: jax.Array, elements: Levels, factor: float) -> jax.Array:
+        """The sum of every term, from the levels `w` and the operators' stacked `elements`."""
+        rate = jnp.zeros((), w.dtype)
+        if self.t1:
+            scale, n, i, j, terms = (list(x) for x in zip(*self.t1))
+            n_, i_, j_ = np.asarray(n), np.asarray(i), np.asarray(j)
+            omega = 2 * np.pi * (w[i_] - w[j_])
+            weight = np.asarray(scale, w.dtype) * elements.sq[n_, i_, j_]
+            rate = rate + spectral_sum(terms, omega, weight, factor)
+        if self.tphi:
+            scale, n, i, j, a = (list(x) for x in zip(*self.tphi))
+            n_, i_, j_ = np.asarray(n), np.asarray(i), np.asarray(j)
+            shift = jnp.abs(elements.diag[n_, i_] - elements.diag[n_, j_])
+            amplitude = column(a, w.dtype) * np.asarray(scale, w.dtype)
+            rate = rate + jnp.dot(shift, amplitude)
         return rate
