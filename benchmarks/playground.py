@@ -134,10 +134,13 @@ class Case:
         datas = [mujoco.MjData(model) for _ in range(max(nthread, 1))]
         S0 = np.empty((B, mujoco.mj_stateSize(model, spec)))
         d = mujoco.MjData(model)
-        for i in range(B):  # jaxbridge's reset states, through MJX's converter
-            from mujoco import mjx
-
-            d = mjx.get_data(model, jax.tree.map(lambda x, i=i: x[i], states.data))
+        for i in range(B):  # jaxbridge's reset states (a State carries every state field)
+            for field in ("time", "qpos", "qvel", "act", "history", "plugin_state"):
+                value = np.asarray(getattr(states.data, field)[i])
+                if field == "time":
+                    d.time = float(value)
+                elif value.size:
+                    getattr(d, field)[...] = value.reshape(getattr(d, field).shape)
             mujoco.mj_getState(model, d, S0[i], spec)
         held = np.ascontiguousarray(np.repeat(np.swapaxes(U, 0, 1), n, axis=1))
         out = np.empty((B, T * n, S0.shape[1]))

@@ -162,3 +162,88 @@ class Layout:
             if cols.start != cols.stop:
                 rows[:, cols] = inputs[name].reshape(B, -1)
         return rows
+
+
+NOT_CARRIED = "`{path}` of this mjx.Data is not carried: {why} Remedy: {remedy}"
+_NOT_CARRIED_WHY = "the program that made this Data left it out, so no step computed it."
+_NOT_CARRIED_REMEDY = "make the Data with every field (`mjx.make_data`, or a full step's)."
+
+
+class Missing:
+    """A leaf a compact mjx.Data does not carry: a pytree node with no leaves, in place of the
+    field, that raises an error naming the field, why it is missing and the remedy on any use
+    (attribute access, indexing, conversion to an array, arithmetic, iteration, truth).
+
+    Its pytree structure is its field's (the path and message, no leaves): compact Datas of
+    one environment have one structure (a `lax.scan` carry, `jax.tree.map` over two States)."""
+
+    __slots__ = ("_path", "_why", "_remedy")
+
+    def __init__(self, path: str, why: str = _NOT_CARRIED_WHY, remedy: str = _NOT_CARRIED_REMEDY):
+        object.__setattr__(self, "_path", path)
+        object.__setattr__(self, "_why", why)
+        object.__setattr__(self, "_remedy", remedy)
+
+    @property
+    def path(self) -> str:
+        """The field's path in the mjx.Data (`xpos`, `_impl.contact.dist`)."""
+        return self._path
+
+    def error(self) -> NotCarriedError:
+        """The error any use of this placeholder raises."""
+        return NotCarriedError(
+            NOT_CARRIED.format(path=self._path, why=self._why, remedy=self._remedy)
+        )
+
+    def __repr__(self) -> str:
+        return f"Missing({self._path!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Missing, (self._path, self._why, self._remedy))
+
+    def __copy__(self) -> Missing:
+        return self  # immutable
+
+    def __deepcopy__(self, memo: Any) -> Missing:
+        return self
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # protocols probed by name, and its own (unset) slots
+            raise AttributeError(name)
+        raise self.error()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise self.error()
+
+    def _raise(self, *args: Any, **kwargs: Any) -> Any:
+        raise self.error()
+
+    __array__ = __jax_array__ = __getitem__ = __setitem__ = __len__ = __iter__ = _raise
+    __bool__ = __float__ = __int__ = __index__ = __complex__ = _raise
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _raise
+    __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = _raise
+    __pow__ = __rpow__ = __matmul__ = __rmatmul__ = __neg__ = __pos__ = __abs__ = _raise
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __and__ = __or__ = __xor__ = (
+        __invert__
+    ) = _raise
+    __array_ufunc__ = __array_function__ = _raise
+    __hash__ = object.__hash__
+
+
+class NotCarriedError(LookupError):
+    """A field of a compact mjx.Data (`Missing`) was used: the message names it and the remedy.
+
+    Not an `AttributeError`, so that `hasattr` and `getattr(x, name, default)` raise it too
+    rather than pass over the missing field."""
+
+
+jax.tree_util.register_pytree_node(
+    Missing,
+    lambda m: ((), (m._path, m._why, m._remedy)),
+    lambda aux, _: Missing(*aux),
+)
+
+
+def is_missing(x: Any) -> bool:
+    """Whether `x` is a `Missing` placeholder (a leaf for `tree_flatten(is_leaf=...)`)."""
+    return isinstance(x, Missing)

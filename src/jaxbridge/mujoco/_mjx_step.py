@@ -188,6 +188,8 @@ class _Model:
             return out
 
         mjx_host.__name__ = mjx_host.__qualname__ = f"mjx_{kind}"
+        # which leaves its outputs are: read where a program's used outputs are found
+        mjx_host._jaxbridge_mjx = (layout, tuple(live))  # type: ignore[attr-defined]
         mjx_jacobian.__name__ = mjx_jacobian.__qualname__ = f"mjx_{kind}_jacobian"
         batching = Batching(calls, kind, live, nstep, resolved)  # XLA's buffers into the rows
         batching.fn = mjx_host
@@ -251,11 +253,14 @@ def _check_data(api: str, m: _Model, data: Any) -> list[Any]:
     impl = getattr(getattr(data, "impl", None), "value", None)
     if impl is not None and impl != "jax":
         raise ValueError(WRONG_DATA.format(what=f"an mjx.Data of impl {impl!r}", **fmt))
-    flat, treedef = jax.tree_util.tree_flatten(data)
+    # a compact Data's placeholders (`_mjx_data.Missing`) stand where their fields would
+    flat, treedef = jax.tree_util.tree_flatten(data, is_leaf=L.is_missing)
     leaves = m.layout.leaves
     if len(flat) != len(leaves):
         raise ValueError(WRONG_DATA.format(what=f"{len(flat)} leaves, not {len(leaves)}", **fmt))
     for leaf, x in zip(leaves, flat):
+        if L.is_missing(x):
+            continue
         shape = tuple(np.shape(x))
         if shape != leaf.shape:
             what = f"`{leaf.path}` has shape {shape}, expected {leaf.shape}"
@@ -276,6 +281,9 @@ def _call(kind: str, model: Any, data: Any, nstep: int = 1) -> Any:
     flat = _check_data(kind, m, data)
     live, fn = m.fn(kind, resolved, int(nstep))
     layout = m.layout
+    for i in m.inputs:
+        if L.is_missing(flat[i]):  # the state a call reads: never left out of a Data
+            raise flat[i].error()
     inputs = [
         flat[i] if layout.leaves[i].dtype.kind == "f" else flat[i].astype(_float())
         for i in m.inputs
@@ -292,9 +300,12 @@ def _call(kind: str, model: Any, data: Any, nstep: int = 1) -> Any:
         leaf = layout.leaves[i]
         mask = untouched.get(leaf.name) if leaf.kind == L.BOUND else None
         if mask is not None:
+            if L.is_missing(flat[i]):  # entries MuJoCo leaves as they were, not carried
+                continue
             o = jnp.where(jnp.asarray(mask.reshape(leaf.shape)), flat[i], o)
         # the input's dtype: `mjx.put_data` gives int32 contact geoms, `make_data` int64
-        new[i] = o if o.dtype == flat[i].dtype else o.astype(flat[i].dtype)
+        dtype = _dtype(leaf.dtype) if L.is_missing(flat[i]) else flat[i].dtype
+        new[i] = o if o.dtype == dtype else o.astype(dtype)
     return jax.tree_util.tree_unflatten(layout.treedef, new)
 
 

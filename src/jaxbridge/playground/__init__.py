@@ -20,5 +20,8 @@ except ImportError as _e:  # the optional extra is missing: say how to get it
         "`jaxbridge.playground` needs MuJoCo Playground: `pip install jaxbridge[playground]`"
     ) from _e
 
+from jaxbridge.mujoco._mjx_data import NotCarriedError as NotCarriedError
+
+from ._carried import carry_all as carry_all
 from ._load import load as load
 from ._route import on_c_mujoco as on_c_mujoco

@@ -5,6 +5,7 @@ terminations, from `mujoco_playground.registry.load`), made with MJX's `impl="ja
 data (the layout `jaxbridge.mujoco.mjx` reads), its `MjModel` registered as the C model of its
 `mjx.Model`, and its class replaced by a subclass whose `reset` and `step` run inside
 `on_c_mujoco()`: every `mjx.step` and `mjx.forward` they trace is `jaxbridge.mujoco.mjx`'s.
+Their States carry the compact Data of `_carried.py`: a step costs only what it reads.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 
 from jaxbridge.mujoco import mjx as cmjx
 
+from ._carried import carried
 from ._route import install, on_c_mujoco
 
 __all__ = ["load"]
@@ -60,12 +62,16 @@ def _subclass(cls: type) -> type:
     """`cls` with `reset` and `step` on C MuJoCo."""
 
     def reset(self: Any, rng: jax.Array) -> Any:
+        keep = carried(self, cls)
         with on_c_mujoco():
-            return cls.reset(self, rng)
+            state = cls.reset(self, rng)
+        return state.replace(data=keep.compact(state.data))
 
     def step(self: Any, state: Any, action: jax.Array) -> Any:
+        keep = carried(self, cls)
         with on_c_mujoco():
-            return cls.step(self, state, action)
+            state = cls.step(self, state, action)
+        return state.replace(data=keep.compact(state.data))
 
     reset.__doc__ = f"`{cls.__name__}.reset`, its physics on C MuJoCo."
     step.__doc__ = f"`{cls.__name__}.step`, its physics on C MuJoCo."
@@ -78,6 +84,7 @@ def _subclass(cls: type) -> type:
             "__module__": __name__,
             "__qualname__": f"CMuJoCo.{cls.__name__}",
             "__doc__": f"Playground's `{cls.__module__}.{cls.__name__}` on C MuJoCo.",
+            "_jaxbridge_playground": True,
         },
     )
 
@@ -115,7 +122,10 @@ def load(
         for the batch), `scan` and `grad`, as `jaxbridge.mujoco.mjx`: its derivatives are the
         package's straddle-safe differences (`_differences.jacobian`: the mean of the two
         one-sided quotients where they agree, and where a step reaches over a contact that
-        appears or vanishes, the quotient of the side that holds the state).
+        appears or vanishes, the quotient of the side that holds the state). Its States carry
+        a compact `mjx.Data`: every state field, and of the derived fields those its own code
+        reads, each exactly as `mj_step` leaves it; any other field is a placeholder that
+        raises `NotCarriedError` naming it on any use (`carry_all(env)` carries them all).
 
     Raises:
         ValueError: an unknown name; an environment C MuJoCo cannot serve (its robot needs
