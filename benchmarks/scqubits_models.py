@@ -303,10 +303,11 @@ def compile_rows():
         ("Fluxonium 80: eigenvals(evals_count=3)", None,
          lambda m: (lambda p: m.eigenvals(p, evals_count=3), p), lambda q: q.eigenvals(3)),
     ]  # fmt: skip
-    # JAX's own one-time costs of a process's first traces (a small transmon's program) are
-    # paid before the rows, so each row's trace is its program's.
+    # JAX's and XLA's one-time costs of a process's first trace and compile (a small
+    # transmon's program) are paid before the rows, so each row's times are its program's.
     warm = jbq.model(scq.Transmon(EJ=20.0, EC=0.3, ng=0.0, ncut=5))
-    jax.jit(jax.value_and_grad(lambda ej: warm.t2_effective(params={"EJ": ej}))).lower(20.0)
+    vg = jax.value_and_grad(lambda ej: warm.t2_effective(params={"EJ": ej}))
+    jax.jit(vg).lower(20.0).compile()
     rows = []
     for label, target, make, theirs in cases:
         # A fresh model and fresh functions per row: nothing traced before is reused.
