@@ -29,6 +29,7 @@ shift-invert `eigsh`, Hellmann-Feynman derivatives) for models too large for den
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache, partial
 from typing import Any
 
@@ -42,6 +43,7 @@ from jax.custom_derivatives import SymbolicZero
 from .. import _host
 from .._derivatives import FiniteDifferences
 from . import _errors
+from ._numpy_eval import batched as on_numpy
 from ._terms import Fixed, Spectral, Terms, complex_of
 
 #: Up to this dimension a composite's dressed spectrum comes from NumPy's batched `eigh` (whole
@@ -521,42 +523,118 @@ class NoiseSpectrum:
             dtype = jnp.zeros(()).dtype
 
         def coefficients(*xs: jax.Array) -> tuple[jax.Array, jax.Array]:
-            q = {**p, **dict(zip(names, xs))}
+            q = dict(zip(names, xs))  # every name of `p`: nothing of the caller's is closed over
             c_h = self.hamiltonian.flat_coefficients(q)
             parts = [t.flat_coefficients(q) for t in self.ops]
             c_o = jnp.concatenate(parts) if parts else jnp.zeros((0,), c_h.dtype)
             return c_h, c_o.astype(c_h.dtype)
 
         x0 = [jnp.asarray(p[name], dtype) for name in names]
-        c_h, c_o = jax.eval_shape(coefficients, *x0)
-        if any(jnp.issubdtype(c.dtype, jnp.complexfloating) for c in (c_h, c_o)):
+        avals = [jax.ShapeDtypeStruct(jnp.shape(x), x.dtype) for x in x0]
+        closed = jax.make_jaxpr(coefficients)(*avals)
+        if any(jnp.issubdtype(c.dtype, jnp.complexfloating) for c in closed.out_avals):
             return None
+        # The coefficients on the host too (NumPy, `_numpy_eval`) where every parameter is a
+        # scalar and every primitive has a NumPy rule: the program is then the host call alone.
+        scalars = all(a.shape == () for a in avals)
+        on_host = on_numpy(closed) if scalars else None
+
+        def along(moving: tuple[int, ...]) -> Any:
+            """`(c_h, c_o), (d_h, d_o)`: the coefficients and their derivatives along each
+            parameter of `moving` (JAX's forward mode, one direction each)."""
+
+            def fn(*xs: jax.Array) -> Any:
+                def of_moving(*ms: jax.Array) -> Any:
+                    full = list(xs)
+                    for i, m in zip(moving, ms):
+                        full[i] = m
+                    return coefficients(*full)
+
+                def one(t: jax.Array) -> Any:  # the others held: no arithmetic on zeros
+                    ts = tuple(t[n] for n in range(len(moving)))
+                    return jax.jvp(of_moving, tuple(xs[i] for i in moving), ts)
+
+                eye = jnp.eye(len(moving), dtype=xs[0].dtype)
+                return jax.vmap(one, out_axes=((None, None), (1, 1)))(eye)
+
+            return fn
 
         @jax.custom_jvp
         def levels(*xs: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+            if on_host is not None:
+                return tuple(self._params_host(on_host, len(names))(*xs))  # pyright: ignore[reportReturnType]
             return tuple(self.primal_host(*coefficients(*xs)))  # pyright: ignore[reportReturnType]
 
         def _levels_jvp(primals: Any, tangents: Any) -> Any:
             # only the parameters the program differentiates in: one direction each
-            moving = [i for i, t in enumerate(tangents) if not isinstance(t, SymbolicZero)]
+            moving = tuple(i for i, t in enumerate(tangents) if not isinstance(t, SymbolicZero))
             if not moving:
                 outs = levels(*primals)
                 return outs, tuple(jnp.zeros_like(o) for o in outs)
             dx = jnp.stack([tangents[i] for i in moving])
-
-            def along(t: jax.Array) -> Any:
-                ts = [jnp.zeros_like(x) for x in primals]
-                for n, i in enumerate(moving):
-                    ts[i] = t[n]
-                return jax.jvp(coefficients, tuple(primals), tuple(ts))
-
-            eye = jnp.eye(len(moving), dtype=dx.dtype)
-            (c_h, c_o), (d_h, d_o) = jax.vmap(along, out_axes=((None, None), (1, 1)))(eye)
-            w, diag, sq, jw, jd, js = self.full_host(c_h, c_o, d_h, d_o)
+            derivatives = None
+            if on_host is not None:  # their derivatives' jaxpr has rules too, as a rule
+                derivatives = on_numpy(jax.make_jaxpr(along(moving))(*avals))
+            if derivatives is not None:
+                full = self._params_full_host(derivatives, len(names), len(moving))
+                w, diag, sq, jw, jd, js = full(*primals)
+            else:
+                (c_h, c_o), (d_h, d_o) = along(moving)(*primals)
+                w, diag, sq, jw, jd, js = self.full_host(c_h, c_o, d_h, d_o)
             return (w, diag, sq), (jw @ dx, jd @ dx, js @ dx)
 
         levels.defjvp(_levels_jvp, symbolic_zeros=True)
         return levels(*x0)
+
+    def _params_host(self, coefficients: Any, n: int) -> _host.Host:
+        """The levels and elements as a host function of the `n` parameters themselves: the
+        coefficients evaluated on the host too (`coefficients`, `_numpy_eval.batched`)."""
+
+        def fn(*xs: np.ndarray) -> Any:
+            def levels(*rows: np.ndarray) -> Any:
+                c_h, c_o = coefficients(rows[0].shape[0], *rows)
+                return self._levels(c_h.astype(np.float64), c_o.astype(np.float64))
+
+            return self._batched_params(levels, xs)
+
+        def result(*xs: Any) -> Any:
+            return self._levels_spec(xs[0].dtype)
+
+        return _host.host(fn, result=result, vmap="vectorized")
+
+    def _params_full_host(self, derivatives: Any, n: int, nd: int) -> _host.Host:
+        """`_params_host` and the derivatives along `nd` parameters: `derivatives` gives the
+        coefficients and their forward-mode derivatives on the host. Its own derivatives (a
+        hessian's) are central differences of these exact first ones, in the parameters."""
+
+        def fn(*xs: np.ndarray) -> Any:
+            def full(*rows: np.ndarray) -> Any:
+                parts = derivatives(rows[0].shape[0], *rows)
+                return self._derivatives(*(x.astype(np.float64) for x in parts))
+
+            return self._batched_params(full, xs)
+
+        def result(*xs: Any) -> Any:
+            k, m, dt = self.k, len(self.ops), xs[0].dtype
+            s = lambda *shape: jax.ShapeDtypeStruct(shape, dt)
+            return (*self._levels_spec(dt), s(k, nd), s(m, k, nd), s(m, k, k, nd))
+
+        return _host.host(fn, result=result, vmap="vectorized", derivative=FiniteDifferences())
+
+    def _levels_spec(self, dt: Any) -> tuple[jax.ShapeDtypeStruct, ...]:
+        k, n = self.k, len(self.ops)
+        return (jax.ShapeDtypeStruct((k,), dt), jax.ShapeDtypeStruct((n, k), dt),
+                jax.ShapeDtypeStruct((n, k, k), dt))  # fmt: skip
+
+    @staticmethod
+    def _batched_params(fn: Any, xs: Sequence[np.ndarray]) -> Any:
+        """`fn` on `(B,)` float64 parameters, from a host call's `xs` (each `()` unbatched or
+        `(B,)`, all alike), its outputs back in the call's shapes and dtype."""
+        single = np.ndim(xs[0]) == 0
+        dtype = np.asarray(xs[0]).dtype
+        rows = [np.asarray(x, np.float64).reshape(-1) for x in xs]
+        out = fn(*rows)
+        return tuple(np.asarray(x[0] if single else x).astype(dtype) for x in out)
 
     def _batched(self, fn: Any, *args: np.ndarray) -> Any:
         single = args[0].ndim == 1
