@@ -703,3 +703,193 @@ class NoiseSpectrum:
         jd = np.real(np.diagonal(de, axis1=2, axis2=3)).transpose(0, 1, 3, 2)
         js = 2 * np.real(e.conj()[..., None] * de)
         return (w, diag, sq, jw, jd, js)
+
+
+def _along(fn: Any, moving: tuple[int, ...]) -> Any:
+    """`xs -> (fn(*xs), d)`: `fn`'s outputs and their derivatives along each parameter of
+    `moving` (JAX's forward mode, one direction each, on a new last axis of each output)."""
+
+    def along(*xs: jax.Array) -> Any:
+        def of_moving(*ms: jax.Array) -> Any:
+            full = list(xs)
+            for i, m in zip(moving, ms):
+                full[i] = m
+            return fn(*full)
+
+        def one(t: jax.Array) -> Any:  # the others held: no arithmetic on zeros
+            return jax.jvp(of_moving, tuple(xs[i] for i in moving), tuple(t))
+
+        eye = jnp.eye(len(moving), dtype=xs[0].dtype)
+        value = fn(*xs)
+        _, d = jax.vmap(one, out_axes=(None, -1))(eye)
+        return value, d
+
+    return along
+
+
+class HostLevels:
+    """The k lowest eigenvalues of `H(p)` as host calls of the parameters themselves: the
+    coefficients of `H` evaluated on the host (`_numpy_eval`), the matrix assembled and
+    diagonalised there (LAPACK's subset solver, as `eigvalsh_k`), and exact derivatives from
+    the same calls: first order by Hellmann-Feynman on the k eigenvectors, second order by
+    second-order perturbation theory over the whole spectrum (`<v_i|d2H|v_i> + 2 Re sum_j
+    <v_i|dH_a|v_j><v_j|dH_b|v_i> / (w_i - w_j)`, exactly equal pairs dropped as in `_eigh`),
+    higher orders by central differences of the second. A program of eigenvalues is then host
+    calls and products with the tangents: nothing of `H` is built in XLA. (Where a derivative's
+    jaxpr has a primitive without a NumPy rule, JAX computes those coefficients and hands them
+    to the same host calls.)
+
+    Args:
+        terms: `H(p)`'s terms (real coefficients).
+        k: how many levels.
+    """
+
+    def __init__(self, terms: Terms, k: int) -> None:
+        self.terms, self.k = terms, k
+        self.dense = [
+            op.matrix.toarray() if isinstance(op, Fixed) else None for op in terms.operators
+        ]
+
+    def __call__(self, p: Any) -> jax.Array | None:
+        """`(k,)` at one parameter point (`p`: scalars by name); None where the coefficients
+        are complex or not all scalars, or one of their primitives has no NumPy rule (the
+        caller's JAX path serves those)."""
+        names = sorted(p)
+        if not names:
+            return None
+        dtype = jnp.result_type(*(jnp.asarray(p[n]) for n in names))
+        if not jnp.issubdtype(dtype, jnp.floating):
+            dtype = jnp.zeros(()).dtype
+        terms = self.terms
+
+        def coefficients(*xs: jax.Array) -> jax.Array:
+            return terms.flat_coefficients(dict(zip(names, xs)))
+
+        x0 = [jnp.asarray(p[n], dtype) for n in names]
+        avals = [jax.ShapeDtypeStruct(jnp.shape(x), x.dtype) for x in x0]
+        if any(a.shape != () for a in avals):
+            return None
+        closed = jax.make_jaxpr(coefficients)(*avals)
+        out: Any = closed.out_avals[0]
+        if jnp.issubdtype(out.dtype, jnp.complexfloating):
+            return None
+        primal = on_numpy(closed)
+        if primal is None:
+            return None
+
+        def moving_of(tangents: Any) -> tuple[int, ...]:
+            return tuple(i for i, t in enumerate(tangents) if not isinstance(t, SymbolicZero))
+
+        def call(kind: str, fn: Any, primals: Any, nd: tuple[int, ...]) -> Any:
+            """`kind`'s host call on the parameters, the coefficients' jaxpr `fn` on the host;
+            where it has no NumPy rule, on JAX's coefficients (`fn`'s values)."""
+            evaluate = on_numpy(jax.make_jaxpr(fn)(*avals))
+            if evaluate is not None:
+                return self._host(kind, evaluate, nd)(*primals)
+            parts = jax.tree_util.tree_leaves(fn(*primals))
+            return self._host(kind, None, nd)(*parts)
+
+        @jax.custom_jvp
+        def levels(*xs: jax.Array) -> jax.Array:
+            return self._host("primal", primal, ())(*xs)  # pyright: ignore[reportReturnType]
+
+        def levels_jvp(primals: Any, tangents: Any) -> Any:
+            moving = moving_of(tangents)
+            if not moving:
+                w = levels(*primals)
+                return w, jnp.zeros_like(w)
+            w, jw = first(moving)(*primals)
+            return w, jw @ jnp.stack([tangents[i] for i in moving])
+
+        def first(moving: tuple[int, ...]) -> Any:
+            @jax.custom_jvp
+            def hf(*xs: jax.Array) -> tuple[jax.Array, jax.Array]:
+                fn = _along(coefficients, moving)
+                return tuple(call("first", fn, xs, (len(moving),)))  # pyright: ignore[reportReturnType]
+
+            def hf_jvp(primals: Any, tangents: Any) -> Any:
+                m2 = moving_of(tangents)
+                if not m2:
+                    out = hf(*primals)
+                    return out, tuple(jnp.zeros_like(o) for o in out)
+                both = _along(_along(coefficients, moving), m2)
+                w, jw, jw2, hw = call("second", both, primals, (len(moving), len(m2)))
+                dx = jnp.stack([tangents[i] for i in m2])
+                return (w, jw), (jw2 @ dx, hw @ dx)
+
+            hf.defjvp(hf_jvp, symbolic_zeros=True)
+            return hf
+
+        levels.defjvp(levels_jvp, symbolic_zeros=True)
+        return levels(*x0)
+
+    def _host(self, kind: str, evaluate: Any, nd: tuple[int, ...]) -> _host.Host:
+        """The host call of `kind` ("primal": `w`; "first": `w, dw/dp` along `nd[0]`
+        parameters; "second": `w`, the first derivatives along each set and the second,
+        `nd = (a, b)`). Its inputs: the parameters (`evaluate` gives the coefficients and
+        their derivatives from them), or with `evaluate` None the coefficients and derivatives
+        themselves."""
+        k = self.k
+
+        def fn(*xs: np.ndarray) -> Any:
+            def run(*rows: np.ndarray) -> Any:
+                if evaluate is not None:
+                    parts = evaluate(rows[0].shape[0], *rows)
+                else:
+                    parts = list(rows)
+                return getattr(self, "_" + kind)(*(np.asarray(x, np.float64) for x in parts))
+
+            if evaluate is not None:
+                out = NoiseSpectrum._batched_params(run, xs)
+            else:
+                single = xs[0].ndim == 1  # the coefficient vector of one point
+                got = run(*(x[None] if single else x for x in xs))
+                out = tuple(np.asarray(o[0] if single else o).astype(xs[0].dtype) for o in got)
+            return out[0] if kind == "primal" else out
+
+        def result(*xs: Any) -> Any:
+            dt = xs[0].dtype
+            s = lambda *shape: jax.ShapeDtypeStruct(shape, dt)
+            if kind == "primal":
+                return s(k)
+            if kind == "first":
+                return s(k), s(k, nd[0])
+            return s(k), s(k, nd[0]), s(k, nd[1]), s(k, nd[0], nd[1])
+
+        if kind == "second":  # third and higher orders: central differences of these
+            return _host.host(fn, result=result, vmap="vectorized", derivative=FiniteDifferences())
+        return _host.host(fn, result=result, vmap="vectorized")
+
+    def _primal(self, c: np.ndarray) -> Any:
+        h = _assemble(self.terms, c, self.dense)
+        return (_lowest(h, self.k, False, "general"),)
+
+    def _first(self, c: np.ndarray, d: np.ndarray) -> Any:
+        """`w` and `dw_i/dp_a = <v_i|dH_a|v_i>` from the k eigenvectors."""
+        h = _assemble(self.terms, c, self.dense)
+        w, vk = _lowest(h, self.k, True, "general")
+        low = _Columns(vk)
+        basis = _elements(self.terms, self.dense, None, low, low)  # (B, M, k, k)
+        diag = np.real(np.diagonal(basis, axis1=-2, axis2=-1))  # (B, M, k)
+        return w, np.einsum("bmi,bma->bia", diag, d)
+
+    def _second(self, c: np.ndarray, d1: np.ndarray, d2: np.ndarray, d12: np.ndarray) -> Any:
+        """`w`, its first derivatives along both sets of parameters and the second ones, from
+        the whole spectrum (`d1 (B, M, a)`, `d2 (B, M, b)`, `d12 (B, M, a, b)`: the
+        coefficients' derivatives)."""
+        k = self.k
+        w_all, v = np.linalg.eigh(_assemble(self.terms, c, self.dense))
+        w, vk = w_all[:, :k], v[..., :k]
+        every, low = _Columns(v), _Columns(vk)
+        basis = _elements(self.terms, self.dense, None, every, low)  # (B, M, N, k)
+        diag = np.real(np.diagonal(basis[:, :, :k, :], axis1=-2, axis2=-1))  # (B, M, k)
+        jw1 = np.einsum("bmi,bma->bia", diag, d1)
+        jw2 = np.einsum("bmi,bmc->bic", diag, d2)
+        a1 = np.einsum("bmji,bma->baji", basis, d1)  # <v_j|dH_a|v_i>
+        a2 = np.einsum("bmji,bmc->bcji", basis, d2)
+        gap = w[:, None, :] - w_all[:, :, None]  # (B, N, k): w_i - w_j
+        zero = gap == 0  # i itself, and exactly equal pairs (as `_eigh`)
+        f = np.where(zero, 0.0, 1.0 / np.where(zero, 1.0, gap))
+        second = 2 * np.real(np.einsum("baji,bcji,bji->biac", a1.conj(), a2, f))
+        hw = np.einsum("bmi,bmac->biac", diag, d12) + second
+        return w, jw1, jw2, hw

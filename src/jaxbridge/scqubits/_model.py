@@ -11,7 +11,7 @@ import numpy as np
 import scipy.sparse as sparse
 
 from . import _errors, _params
-from ._eigen import SparseSolver, eigh_k, eigvalsh_k
+from ._eigen import HostLevels, SparseSolver, eigh_k, eigvalsh_k
 from ._noise import NoiseMethods
 from ._spec import Spec
 from ._terms import Terms, complex_of, fixed
@@ -93,7 +93,8 @@ class Model(NoiseMethods):
                 return terms.dense(p)
             if what == "eigenvals":
                 if path == "dense":
-                    return eigvalsh_k(terms.dense(p), k)
+                    on_host = HostLevels(terms, k)(p)  # None: complex or no NumPy rule
+                    return eigvalsh_k(terms.dense(p), k) if on_host is None else on_host
                 return self._sparse.eigenvals(terms.flat_coefficients(p), k)
             if what == "eigensys" or what == "matrixelements":
                 if path == "dense":
