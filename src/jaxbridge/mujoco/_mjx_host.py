@@ -473,10 +473,26 @@ class Batching(AbstractBatching):
         live: Sequence[int],
         nstep: int = 1,
         resolved: Any = None,
+        present: Sequence[int] | None = None,
     ):
         self.calls, self.kind, self.live, self.nstep = calls, kind, list(live), nstep
         self.resolved = resolved
+        # the call's inputs among `Calls.inputs` (and the traced model's values, last): the
+        # non-empty ones; the empty ones are made here
+        every = len(calls.inputs) + (resolved is not None)
+        self.present = list(range(every)) if present is None else list(present)
         self.fn: Callable[..., Any] | None = None
+
+    def _inputs(self, ins: Sequence[Any], shapes: Sequence[tuple], B: int) -> list[np.ndarray]:
+        """Views of XLA's input buffers `ins` (the call's inputs), in `shapes` (every input's
+        `(B, ...)`), with empty arrays for the inputs the call does not take."""
+        full: list[Any] = [None] * len(shapes)
+        for j, a in zip(self.present, ins):
+            full[j] = a.__array__().reshape(shapes[j])
+        for j, x in enumerate(full):
+            if x is None:
+                full[j] = np.zeros(shapes[j])
+        return full
 
     def run(
         self,
@@ -519,11 +535,17 @@ class Batching(AbstractBatching):
         nout, fail, resolved = len(base.outputs), call.fail, self.resolved
         rows = base.rows(B, forward)
         plan = self.calls._plan
+        n_in = len(in_flat)
+        every = [j for j in self.present if j < n_in] == list(range(n_in))
+        inputs = self._inputs
 
         def own(ctx: Any, outs: Any, *ins: Any) -> None:
             del ctx
             try:
-                arrays = [a.__array__().reshape(s) for a, s in zip(ins, in_flat)]
+                if every:
+                    arrays = [a.__array__().reshape(s) for a, s in zip(ins, in_flat)]
+                else:
+                    arrays = inputs(ins[: len(self.present) - (resolved is not None)], in_flat, B)
                 targets: list[Any] = [None] * nout
                 for k, o in zip(slots, outs):
                     targets[k] = o.__array__().reshape(out_flat[k])
@@ -551,11 +573,12 @@ class Batching(AbstractBatching):
         shapes = [(B, *leaves[calls.layout.index[n]].shape) for n in names]
         out_shapes = [(B, *leaves[i].shape) for i in order]
         fail = call.fail
+        given = len(self.present) - (resolved is not None)
 
         def own(ctx: Any, outs: Any, *ins: Any) -> None:
             del ctx
             try:
-                inputs = {n: a.__array__().reshape(s) for n, a, s in zip(names, ins, shapes)}
+                inputs = dict(zip(names, self._inputs(ins[:given], shapes, B)))
                 fields: tuple[str, ...] = ()
                 values = None
                 if resolved is not None:

@@ -97,6 +97,8 @@ class _Model:
             mask = untouched.get(leaf.name)
             if leaf.kind == L.BOUND and mask is not None and mask.all():
                 continue
+            if not math.prod(leaf.shape):  # empty: made in JAX, never crosses to the host
+                continue
             out.append(i)
         return out
 
@@ -118,8 +120,23 @@ class _Model:
         sizes = [math.prod(leaves[live[k]].shape) for k in floats]
         diff = [j for j, n in enumerate(names) if n in L.DIFFERENTIATED]
         nin = sum(math.prod(shapes[j]) for j in diff)
+        # The inputs the host call takes: the non-empty ones (`time`, a scalar, always is).
+        present = [j for j, sh in enumerate(shapes) if math.prod(sh)]
+        if resolved is not None:
+            present.append(len(names))  # the traced model's values
+
+        def expand(arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+            """Every input, from the host call's non-empty ones: empty arrays for the rest."""
+            lead = tuple(np.shape(arrays[0]))
+            full: list[Any] = [np.zeros((*lead, *sh)) for sh in shapes]
+            if resolved is not None:
+                full.append(None)
+            for j, a in zip(present, arrays):
+                full[j] = a
+            return full
 
         def flat_inputs(arrays: Sequence[np.ndarray]) -> tuple[tuple[int, ...], int, dict]:
+            arrays = expand(arrays)
             lead = tuple(arrays[0].shape)  # `time` is a scalar leaf: its shape is the batch
             B = math.prod(lead)
             inputs: dict[str, Any] = {
@@ -156,7 +173,7 @@ class _Model:
 
         def jac_result(*args: Any) -> list[jax.ShapeDtypeStruct]:
             lead = args[0].shape
-            return [jax.ShapeDtypeStruct((*lead, n, nin), args[1].dtype) for n in sizes]
+            return [jax.ShapeDtypeStruct((*lead, n, nin), args[0].dtype) for n in sizes]
 
         def mjx_jacobian(*arrays: np.ndarray, used_outputs: Any = None) -> list[Any]:
             lead, B, inputs = flat_inputs(arrays)
@@ -191,20 +208,24 @@ class _Model:
         # which leaves its outputs are: read where a program's used outputs are found
         mjx_host._jaxbridge_mjx = (layout, tuple(live))  # type: ignore[attr-defined]
         mjx_jacobian.__name__ = mjx_jacobian.__qualname__ = f"mjx_{kind}_jacobian"
-        batching = Batching(calls, kind, live, nstep, resolved)  # XLA's buffers into the rows
+        # XLA's buffers into the rows
+        batching = Batching(calls, kind, live, nstep, resolved, present)
         batching.fn = mjx_host
         host = jaxbridge.host(mjx_host, vmap=batching, result=result, used_outputs=True)
         jac = jaxbridge.host(mjx_jacobian, vmap="vectorized", result=jac_result, used_outputs=True)
 
+        def given(arrays: Sequence[Any]) -> list[Any]:
+            return [arrays[j] for j in present]
+
         @jax.custom_jvp
         def call(*arrays: jax.Array) -> tuple[jax.Array, ...]:
-            return tuple(host(*arrays))
+            return tuple(host(*given(arrays)))
 
         def call_jvp(primals: tuple, tangents: tuple) -> tuple[tuple, tuple]:
             if resolved is not None and not isinstance(tangents[-1], SymbolicZero):
                 raise TypeError(MODEL_TANGENT)
-            out = tuple(host(*primals))
-            Js = jax.lax.stop_gradient(jac(*primals))
+            out = tuple(host(*given(primals)))
+            Js = jax.lax.stop_gradient(jac(*given(primals)))
             dtype = primals[1].dtype
             dx = jnp.concatenate(
                 [
@@ -295,6 +316,12 @@ def _call(kind: str, model: Any, data: Any, nstep: int = 1) -> Any:
         )
     outs = fn(*inputs)
     new = list(flat)
+    forward = kind == "forward"
+    for i, leaf in enumerate(layout.leaves):  # the empty leaves a call makes: made here
+        made = leaf.kind != L.KEPT and not (forward and leaf.kind == L.STATE)
+        if made and not math.prod(leaf.shape):
+            dtype = _dtype(leaf.dtype) if L.is_missing(flat[i]) else flat[i].dtype
+            new[i] = jnp.zeros(leaf.shape, dtype)
     untouched = layout.kept_entries[kind]
     for i, o in zip(live, outs):
         leaf = layout.leaves[i]

@@ -23,6 +23,7 @@ environment's States carry every field.
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import Any
 
@@ -133,13 +134,16 @@ def _same(a: L.Layout, b: L.Layout) -> bool:
 
 
 def _always(layout: L.Layout) -> set[int]:
-    """The leaves every compact Data carries: the state and the kept inputs, and the fields
-    MuJoCo leaves (wholly or partly) as they were."""
+    """The leaves every compact Data carries: the state and the kept inputs, the fields
+    MuJoCo leaves (wholly or partly) as they were, and the empty ones (no call makes them on
+    the host, and they cost nothing)."""
     untouched = layout.kept_entries["step"].keys() | layout.kept_entries["forward"].keys()
     return {
         i
         for i, leaf in enumerate(layout.leaves)
-        if leaf.kind in (L.STATE, L.KEPT) or (leaf.kind == L.BOUND and leaf.name in untouched)
+        if leaf.kind in (L.STATE, L.KEPT)
+        or (leaf.kind == L.BOUND and leaf.name in untouched)
+        or not math.prod(leaf.shape)
     }
 
 
