@@ -170,14 +170,28 @@ class _Program:
     def __init__(self, closed: jax_core.ClosedJaxpr, flags: Sequence[bool]) -> None:
         self.init: list[Any] = []
         self.flags: list[bool] = []
+        self.known: list[bool] = []  # a value fixed when compiled: a constant, or folded
         self.steps: list[Step] = []
-        self.inputs = [self._slot(None, b) for b in flags]
+        self.inputs = [self._slot(None, b, False) for b in flags]
         self.outputs = self._inline(closed, self.inputs)
+        self._prune()
 
-    def _slot(self, value: Any, batched: bool) -> int:
+    def _slot(self, value: Any, batched: bool, known: bool = True) -> int:
         self.init.append(value)
         self.flags.append(batched)
+        self.known.append(known)
         return len(self.init) - 1
+
+    def _prune(self) -> None:
+        """Drops the steps no output needs (a jaxpr traced for several outputs, the jvp's
+        primal copies)."""
+        needed = set(self.outputs)
+        kept: list[Step] = []
+        for step in reversed(self.steps):
+            if any(k in needed for k in step[2]):
+                kept.append(step)
+                needed.update(step[1])
+        self.steps = kept[::-1]
 
     def _inline(self, closed: jax_core.ClosedJaxpr, ins: Sequence[int]) -> list[int]:
         jaxpr = closed.jaxpr
@@ -200,8 +214,12 @@ class _Program:
                 outs = self._inline(sub, args[: len(sub.jaxpr.invars)])
             else:
                 fn, out_flags = _rule(eqn, [self.flags[k] for k in args])
-                outs = [self._slot(None, b) for b in out_flags]
-                self.steps.append((fn, tuple(args), tuple(outs)))
+                if all(self.known[k] for k in args):  # constants only: folded now
+                    values = fn(0, *[self.init[k] for k in args])
+                    outs = [self._slot(np.asarray(x), False) for x in values]
+                else:
+                    outs = [self._slot(None, b, False) for b in out_flags]
+                    self.steps.append((fn, tuple(args), tuple(outs)))
             for v, k in zip(eqn.outvars, outs):
                 env[v] = k
         return [read(v) for v in jaxpr.outvars]
@@ -236,7 +254,19 @@ def _lifter(flags: Sequence[bool], avals: Sequence[Any]) -> Callable[..., list[n
     ]
     if not any(s is not None for s in shapes):
         return None
-    return lambda *xs: [x if s is None else x.reshape((x.shape[0], *s)) for x, s in zip(xs, shapes)]
+    # unit axes after the batch axis, by indexing (a view)
+    index = [None if s is None else (slice(None),) + (None,) * (rank - len(a.shape))
+             for s, a in zip(shapes, avals)]  # fmt: skip
+    return lambda *xs: [x if i is None else x[i] for x, i in zip(xs, index)]
+
+
+def _lifted_pair(flags: Sequence[bool], avals: Sequence[Any]) -> tuple[Any, Any]:
+    """`_lifter`'s indices of a binary primitive's two operands (None: as they are)."""
+    rank = max(len(a.shape) for a in avals)
+    return tuple(  # pyright: ignore[reportReturnType]
+        (slice(None),) + (None,) * (rank - len(a.shape)) if b and len(a.shape) < rank else None
+        for b, a in zip(flags, avals)
+    )
 
 
 def _full(x: np.ndarray, b: bool, B: int) -> np.ndarray:
@@ -272,7 +302,12 @@ def _rule(
                 f2 = np.true_divide
             if lift is None:
                 return (lambda B, x, y: [cast(f2(x, y))]), [b]
-            return (lambda B, x, y: [cast(f2(*lift(x, y)))]), [b]
+            ix, iy = _lifted_pair(flags, avals)
+            if iy is None:
+                return (lambda B, x, y: [cast(f2(x[ix], y))]), [b]
+            if ix is None:
+                return (lambda B, x, y: [cast(f2(x, y[iy]))]), [b]
+            return (lambda B, x, y: [cast(f2(x[ix], y[iy]))]), [b]
         if name == "clamp":
             op: Callable[..., Any] = lambda lo, x, hi: np.clip(x, lo, hi)
         elif len(avals) == 3 and avals[0].dtype == np.bool_:
