@@ -11,6 +11,7 @@ of `jaxbridge.playground.load`'s environments carry a compact Data:
 - the fields MuJoCo leaves wholly or partly as they were (`qfrc_inverse`, `cacc`, ... without
   acceleration sensors): no call computes them, so carrying them costs nothing, and they hold
   the values `mj_step` would;
+- every empty field (a model without tendons has an empty `ten_length`): made in JAX, free;
 - the derived fields the environment's own code reads: found once per environment by tracing
   its `step` on a full Data and applying JAX's dead-code elimination (with the host call's rule
   for its outputs) to everything the step returns except the Data's derived fields. Those the

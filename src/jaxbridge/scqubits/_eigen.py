@@ -461,6 +461,37 @@ def _adjoint(x: np.ndarray) -> np.ndarray:
     return np.swapaxes(x, -1, -2).conj()
 
 
+def _point(p: Any) -> tuple[list[str], Any]:
+    """A parameter point's names, in order, and the floating dtype its values take."""
+    names = sorted(p)
+    dtype = jnp.result_type(*(jnp.asarray(p[n]) for n in names)) if names else None
+    if dtype is None or not jnp.issubdtype(dtype, jnp.floating):
+        dtype = jnp.zeros(()).dtype
+    return names, dtype
+
+
+def _along(fn: Any, moving: tuple[int, ...]) -> Any:
+    """`xs -> (fn(*xs), d)`: `fn`'s outputs and their derivatives along each parameter of
+    `moving` (JAX's forward mode, one direction each, on a new last axis of each output)."""
+
+    def along(*xs: jax.Array) -> Any:
+        def of_moving(*ms: jax.Array) -> Any:
+            full = list(xs)
+            for i, m in zip(moving, ms):
+                full[i] = m
+            return fn(*full)
+
+        def one(t: jax.Array) -> Any:  # the others held: no arithmetic on zeros
+            return jax.jvp(of_moving, tuple(xs[i] for i in moving), tuple(t))
+
+        eye = jnp.eye(len(moving), dtype=xs[0].dtype)
+        value = fn(*xs)
+        _, d = jax.vmap(one, out_axes=(None, -1))(eye)
+        return value, d
+
+    return along
+
+
 class NoiseSpectrum:
     """The k lowest levels of `H(p)` and, between them, each noise operator's diagonal
     `Re <i|O|i>` and squared moduli `|<i|O|j>|^2`: what every noise channel reads, as one host
@@ -515,12 +546,9 @@ class NoiseSpectrum:
     def __call__(self, p: Any) -> tuple[jax.Array, jax.Array, jax.Array] | None:
         """`(w (k,), diag (n, k), sq (n, k, k))` at one parameter point (`p`: scalars by
         name); None where a coefficient is complex (the caller's JAX path serves that)."""
-        names = sorted(p)
+        names, dtype = _point(p)
         if not names:
             return None
-        dtype = jnp.result_type(*(jnp.asarray(p[k]) for k in names))
-        if not jnp.issubdtype(dtype, jnp.floating):
-            dtype = jnp.zeros(()).dtype
 
         def coefficients(*xs: jax.Array) -> tuple[jax.Array, jax.Array]:
             q = dict(zip(names, xs))  # every name of `p`: nothing of the caller's is closed over
@@ -539,26 +567,6 @@ class NoiseSpectrum:
         scalars = all(a.shape == () for a in avals)
         on_host = on_numpy(closed) if scalars else None
 
-        def along(moving: tuple[int, ...]) -> Any:
-            """`(c_h, c_o), (d_h, d_o)`: the coefficients and their derivatives along each
-            parameter of `moving` (JAX's forward mode, one direction each)."""
-
-            def fn(*xs: jax.Array) -> Any:
-                def of_moving(*ms: jax.Array) -> Any:
-                    full = list(xs)
-                    for i, m in zip(moving, ms):
-                        full[i] = m
-                    return coefficients(*full)
-
-                def one(t: jax.Array) -> Any:  # the others held: no arithmetic on zeros
-                    ts = tuple(t[n] for n in range(len(moving)))
-                    return jax.jvp(of_moving, tuple(xs[i] for i in moving), ts)
-
-                eye = jnp.eye(len(moving), dtype=xs[0].dtype)
-                return jax.vmap(one, out_axes=((None, None), (1, 1)))(eye)
-
-            return fn
-
         @jax.custom_jvp
         def levels(*xs: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
             if on_host is not None:
@@ -574,12 +582,12 @@ class NoiseSpectrum:
             dx = jnp.stack([tangents[i] for i in moving])
             derivatives = None
             if on_host is not None:  # their derivatives' jaxpr has rules too, as a rule
-                derivatives = on_numpy(jax.make_jaxpr(along(moving))(*avals))
+                derivatives = on_numpy(jax.make_jaxpr(_along(coefficients, moving))(*avals))
             if derivatives is not None:
                 full = self._params_full_host(derivatives, len(names), len(moving))
                 w, diag, sq, jw, jd, js = full(*primals)
             else:
-                (c_h, c_o), (d_h, d_o) = along(moving)(*primals)
+                (c_h, c_o), (d_h, d_o) = _along(coefficients, moving)(*primals)
                 w, diag, sq, jw, jd, js = self.full_host(c_h, c_o, d_h, d_o)
             return (w, diag, sq), (jw @ dx, jd @ dx, js @ dx)
 
@@ -705,28 +713,6 @@ class NoiseSpectrum:
         return (w, diag, sq, jw, jd, js)
 
 
-def _along(fn: Any, moving: tuple[int, ...]) -> Any:
-    """`xs -> (fn(*xs), d)`: `fn`'s outputs and their derivatives along each parameter of
-    `moving` (JAX's forward mode, one direction each, on a new last axis of each output)."""
-
-    def along(*xs: jax.Array) -> Any:
-        def of_moving(*ms: jax.Array) -> Any:
-            full = list(xs)
-            for i, m in zip(moving, ms):
-                full[i] = m
-            return fn(*full)
-
-        def one(t: jax.Array) -> Any:  # the others held: no arithmetic on zeros
-            return jax.jvp(of_moving, tuple(xs[i] for i in moving), tuple(t))
-
-        eye = jnp.eye(len(moving), dtype=xs[0].dtype)
-        value = fn(*xs)
-        _, d = jax.vmap(one, out_axes=(None, -1))(eye)
-        return value, d
-
-    return along
-
-
 class HostLevels:
     """The k lowest eigenvalues of `H(p)` as host calls of the parameters themselves: the
     coefficients of `H` evaluated on the host (`_numpy_eval`), the matrix assembled and
@@ -754,12 +740,9 @@ class HostLevels:
         """`(k,)` at one parameter point (`p`: scalars by name); None where the coefficients
         are complex or not all scalars, or one of their primitives has no NumPy rule (the
         caller's JAX path serves those)."""
-        names = sorted(p)
+        names, dtype = _point(p)
         if not names:
             return None
-        dtype = jnp.result_type(*(jnp.asarray(p[n]) for n in names))
-        if not jnp.issubdtype(dtype, jnp.floating):
-            dtype = jnp.zeros(()).dtype
         terms = self.terms
 
         def coefficients(*xs: jax.Array) -> jax.Array:
