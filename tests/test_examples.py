@@ -1,5 +1,6 @@
 """Every script in `examples/` runs to the end in its `--quick` mode, as a user would run it."""
 
+import os
 import pathlib
 import subprocess
 import sys
@@ -46,12 +47,16 @@ def test_examples_are_listed():
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=[s.stem for s in SCRIPTS])
 def test_example_runs(script, tmp_path):
+    env = dict(os.environ)
+    if f"OPENBLAS_NUM_THREADS=1 python examples/{script.name}" in script.read_text():
+        env["OPENBLAS_NUM_THREADS"] = "1"  # as the script's usage line says to run it
     result = subprocess.run(
         [sys.executable, str(script), "--quick"],
         cwd=tmp_path,  # MuJoCo may write MUJOCO_LOG.TXT into the working directory
         capture_output=True,
         text=True,
         timeout=180,
+        env=env,
     )
     assert result.returncode == 0, f"{script.name} failed:\n{result.stdout}\n{result.stderr}"
     for line in EXPECTED.get(script.name, []):
