@@ -17,6 +17,7 @@ This module is the conversion between MJX's layout and `MjData`'s; MuJoCo runs i
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -117,7 +118,11 @@ class Calls:
         self.row_target = self.row_target[keep]
         self._arena: tuple[Any, int, np.ndarray] | None = None
         self.contact_dtype = np.dtype([])
-        self.inputs = tuple(name for name, _ in L.INPUTS)
+        # the inputs a call takes: the non-empty ones (an empty one has no columns in the
+        # rows; `_mjx_step` makes empty leaves in JAX)
+        self.inputs = tuple(
+            name for name, _ in L.INPUTS if math.prod(layout.leaves[layout.index[name]].shape)
+        )
         self._plans: dict[tuple[str, frozenset[int], tuple[str, ...], int], _Plan] = {}
         self._lock = threading.Lock()
 
@@ -473,26 +478,10 @@ class Batching(AbstractBatching):
         live: Sequence[int],
         nstep: int = 1,
         resolved: Any = None,
-        present: Sequence[int] | None = None,
     ):
         self.calls, self.kind, self.live, self.nstep = calls, kind, list(live), nstep
         self.resolved = resolved
-        # the call's inputs among `Calls.inputs` (and the traced model's values, last): the
-        # non-empty ones; the empty ones are made here
-        every = len(calls.inputs) + (resolved is not None)
-        self.present = list(range(every)) if present is None else list(present)
         self.fn: Callable[..., Any] | None = None
-
-    def _inputs(self, ins: Sequence[Any], shapes: Sequence[tuple], B: int) -> list[np.ndarray]:
-        """Views of XLA's input buffers `ins` (the call's inputs), in `shapes` (every input's
-        `(B, ...)`), with empty arrays for the inputs the call does not take."""
-        full: list[Any] = [None] * len(shapes)
-        for j, a in zip(self.present, ins):
-            full[j] = a.__array__().reshape(shapes[j])
-        for j, x in enumerate(full):
-            if x is None:
-                full[j] = np.zeros(shapes[j])
-        return full
 
     def run(
         self,
@@ -535,17 +524,11 @@ class Batching(AbstractBatching):
         nout, fail, resolved = len(base.outputs), call.fail, self.resolved
         rows = base.rows(B, forward)
         plan = self.calls._plan
-        n_in = len(in_flat)
-        every = [j for j in self.present if j < n_in] == list(range(n_in))
-        inputs = self._inputs
 
         def own(ctx: Any, outs: Any, *ins: Any) -> None:
             del ctx
             try:
-                if every:
-                    arrays = [a.__array__().reshape(s) for a, s in zip(ins, in_flat)]
-                else:
-                    arrays = inputs(ins[: len(self.present) - (resolved is not None)], in_flat, B)
+                arrays = [a.__array__().reshape(s) for a, s in zip(ins, in_flat)]
                 targets: list[Any] = [None] * nout
                 for k, o in zip(slots, outs):
                     targets[k] = o.__array__().reshape(out_flat[k])
@@ -573,12 +556,11 @@ class Batching(AbstractBatching):
         shapes = [(B, *leaves[calls.layout.index[n]].shape) for n in names]
         out_shapes = [(B, *leaves[i].shape) for i in order]
         fail = call.fail
-        given = len(self.present) - (resolved is not None)
 
         def own(ctx: Any, outs: Any, *ins: Any) -> None:
             del ctx
             try:
-                inputs = dict(zip(names, self._inputs(ins[:given], shapes, B)))
+                inputs = {n: a.__array__().reshape(s) for n, a, s in zip(names, ins, shapes)}
                 fields: tuple[str, ...] = ()
                 values = None
                 if resolved is not None:

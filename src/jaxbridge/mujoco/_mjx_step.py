@@ -120,8 +120,9 @@ class _Model:
         sizes = [math.prod(leaves[live[k]].shape) for k in floats]
         diff = [j for j, n in enumerate(names) if n in L.DIFFERENTIATED]
         nin = sum(math.prod(shapes[j]) for j in diff)
-        # The inputs the host call takes: the non-empty ones (`time`, a scalar, always is).
-        present = [j for j, sh in enumerate(shapes) if math.prod(sh)]
+        # The inputs the host call takes: `Calls.inputs`, the non-empty ones (`time`, a
+        # scalar, always is).
+        present = [j for j, n in enumerate(names) if n in calls.inputs]
         if resolved is not None:
             present.append(len(names))  # the traced model's values
 
@@ -209,7 +210,7 @@ class _Model:
         mjx_host._jaxbridge_mjx = (layout, tuple(live))  # type: ignore[attr-defined]
         mjx_jacobian.__name__ = mjx_jacobian.__qualname__ = f"mjx_{kind}_jacobian"
         # XLA's buffers into the rows
-        batching = Batching(calls, kind, live, nstep, resolved, present)
+        batching = Batching(calls, kind, live, nstep, resolved)
         batching.fn = mjx_host
         host = jaxbridge.host(mjx_host, vmap=batching, result=result, used_outputs=True)
         jac = jaxbridge.host(mjx_jacobian, vmap="vectorized", result=jac_result, used_outputs=True)

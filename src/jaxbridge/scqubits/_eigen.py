@@ -461,6 +461,16 @@ def _adjoint(x: np.ndarray) -> np.ndarray:
     return np.swapaxes(x, -1, -2).conj()
 
 
+def _on_rows(fn: Any, xs: Sequence[np.ndarray]) -> Any:
+    """`fn` on `(B,)` float64 parameters, from a host call's `xs` (each `()` unbatched or
+    `(B,)`, all alike), its outputs back in the call's shapes and dtype."""
+    single = np.ndim(xs[0]) == 0
+    dtype = np.asarray(xs[0]).dtype
+    rows = [np.asarray(x, np.float64).reshape(-1) for x in xs]
+    out = fn(*rows)
+    return tuple(np.asarray(x[0] if single else x).astype(dtype) for x in out)
+
+
 def _point(p: Any) -> tuple[list[str], Any]:
     """A parameter point's names, in order, and the floating dtype its values take."""
     names = sorted(p)
@@ -570,7 +580,7 @@ class NoiseSpectrum:
         @jax.custom_jvp
         def levels(*xs: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
             if on_host is not None:
-                return tuple(self._params_host(on_host, len(names))(*xs))  # pyright: ignore[reportReturnType]
+                return tuple(self._params_host(on_host)(*xs))  # pyright: ignore[reportReturnType]
             return tuple(self.primal_host(*coefficients(*xs)))  # pyright: ignore[reportReturnType]
 
         def _levels_jvp(primals: Any, tangents: Any) -> Any:
@@ -584,7 +594,7 @@ class NoiseSpectrum:
             if on_host is not None:  # their derivatives' jaxpr has rules too, as a rule
                 derivatives = on_numpy(jax.make_jaxpr(_along(coefficients, moving))(*avals))
             if derivatives is not None:
-                full = self._params_full_host(derivatives, len(names), len(moving))
+                full = self._params_full_host(derivatives, len(moving))
                 w, diag, sq, jw, jd, js = full(*primals)
             else:
                 (c_h, c_o), (d_h, d_o) = _along(coefficients, moving)(*primals)
@@ -594,8 +604,8 @@ class NoiseSpectrum:
         levels.defjvp(_levels_jvp, symbolic_zeros=True)
         return levels(*x0)
 
-    def _params_host(self, coefficients: Any, n: int) -> _host.Host:
-        """The levels and elements as a host function of the `n` parameters themselves: the
+    def _params_host(self, coefficients: Any) -> _host.Host:
+        """The levels and elements as a host function of the parameters themselves: the
         coefficients evaluated on the host too (`coefficients`, `_numpy_eval.batched`)."""
 
         def fn(*xs: np.ndarray) -> Any:
@@ -603,14 +613,14 @@ class NoiseSpectrum:
                 c_h, c_o = coefficients(rows[0].shape[0], *rows)
                 return self._levels(c_h.astype(np.float64), c_o.astype(np.float64))
 
-            return self._batched_params(levels, xs)
+            return _on_rows(levels, xs)
 
         def result(*xs: Any) -> Any:
             return self._levels_spec(xs[0].dtype)
 
         return _host.host(fn, result=result, vmap="vectorized")
 
-    def _params_full_host(self, derivatives: Any, n: int, nd: int) -> _host.Host:
+    def _params_full_host(self, derivatives: Any, nd: int) -> _host.Host:
         """`_params_host` and the derivatives along `nd` parameters: `derivatives` gives the
         coefficients and their forward-mode derivatives on the host. Its own derivatives (a
         hessian's) are central differences of these exact first ones, in the parameters."""
@@ -620,7 +630,7 @@ class NoiseSpectrum:
                 parts = derivatives(rows[0].shape[0], *rows)
                 return self._derivatives(*(x.astype(np.float64) for x in parts))
 
-            return self._batched_params(full, xs)
+            return _on_rows(full, xs)
 
         def result(*xs: Any) -> Any:
             k, m, dt = self.k, len(self.ops), xs[0].dtype
@@ -633,16 +643,6 @@ class NoiseSpectrum:
         k, n = self.k, len(self.ops)
         return (jax.ShapeDtypeStruct((k,), dt), jax.ShapeDtypeStruct((n, k), dt),
                 jax.ShapeDtypeStruct((n, k, k), dt))  # fmt: skip
-
-    @staticmethod
-    def _batched_params(fn: Any, xs: Sequence[np.ndarray]) -> Any:
-        """`fn` on `(B,)` float64 parameters, from a host call's `xs` (each `()` unbatched or
-        `(B,)`, all alike), its outputs back in the call's shapes and dtype."""
-        single = np.ndim(xs[0]) == 0
-        dtype = np.asarray(xs[0]).dtype
-        rows = [np.asarray(x, np.float64).reshape(-1) for x in xs]
-        out = fn(*rows)
-        return tuple(np.asarray(x[0] if single else x).astype(dtype) for x in out)
 
     def _batched(self, fn: Any, *args: np.ndarray) -> Any:
         single = args[0].ndim == 1
@@ -823,7 +823,7 @@ class HostLevels:
                 return getattr(self, "_" + kind)(*(np.asarray(x, np.float64) for x in parts))
 
             if evaluate is not None:
-                out = NoiseSpectrum._batched_params(run, xs)
+                out = _on_rows(run, xs)
             else:
                 single = xs[0].ndim == 1  # the coefficient vector of one point
                 got = run(*(x[None] if single else x for x in xs))

@@ -93,7 +93,10 @@ class Model(NoiseMethods):
                 return terms.dense(p)
             if what == "eigenvals":
                 if path == "dense":
-                    on_host = HostLevels(terms, k)(p)  # None: complex or no NumPy rule
+                    levels = self.__dict__.setdefault("_host_levels", {})
+                    if k not in levels:  # one a level count: its dense operators made once
+                        levels[k] = HostLevels(terms, k)
+                    on_host = levels[k](p)  # None: complex or no NumPy rule
                     return eigvalsh_k(terms.dense(p), k) if on_host is None else on_host
                 return self._sparse.eigenvals(terms.flat_coefficients(p), k)
             if what == "eigensys" or what == "matrixelements":

@@ -133,6 +133,8 @@ def _supported(jaxpr: jax_core.Jaxpr) -> bool:
             sub = _inner(eqn)
             if sub is None or not _supported(sub.jaxpr):
                 return False
+        if name == "reshape" and eqn.params.get("dimensions") is not None:
+            return False  # a transposing reshape: no rule here
         if name == "dot_general" and eqn.params.get("preferred_element_type") not in (
             None,
             *(getattr(v.aval, "dtype", None) for v in eqn.outvars),
@@ -243,30 +245,15 @@ class _Program:
 _CALLS = ("pjit", "jit", "closed_call", "custom_jvp_call")
 
 
-def _lifter(flags: Sequence[bool], avals: Sequence[Any]) -> Callable[..., list[np.ndarray]] | None:
-    """Aligns an elementwise primitive's operands for NumPy broadcasting: a batched one of lower
-    rank than the others (a scalar predicate of `select_n`) gets unit axes after its batch
-    axis. None where nothing needs it."""
+def _lift_index(flags: Sequence[bool], avals: Sequence[Any]) -> list[Any]:
+    """How to align an elementwise primitive's operands for NumPy broadcasting: for a batched
+    one of lower rank than the others (a scalar predicate of `select_n`), the index that puts
+    unit axes after its batch axis (a view); None for the others."""
     rank = max((len(a.shape) for a in avals), default=0)
-    shapes = [
-        (1,) * (rank - len(a.shape)) + tuple(a.shape) if b and len(a.shape) < rank else None
-        for b, a in zip(flags, avals)
-    ]
-    if not any(s is not None for s in shapes):
-        return None
-    # unit axes after the batch axis, by indexing (a view)
-    index = [None if s is None else (slice(None),) + (None,) * (rank - len(a.shape))
-             for s, a in zip(shapes, avals)]  # fmt: skip
-    return lambda *xs: [x if i is None else x[i] for x, i in zip(xs, index)]
-
-
-def _lifted_pair(flags: Sequence[bool], avals: Sequence[Any]) -> tuple[Any, Any]:
-    """`_lifter`'s indices of a binary primitive's two operands (None: as they are)."""
-    rank = max(len(a.shape) for a in avals)
-    return tuple(  # pyright: ignore[reportReturnType]
+    return [
         (slice(None),) + (None,) * (rank - len(a.shape)) if b and len(a.shape) < rank else None
         for b, a in zip(flags, avals)
-    )
+    ]
 
 
 def _full(x: np.ndarray, b: bool, B: int) -> np.ndarray:
@@ -292,7 +279,8 @@ def _rule(
         f1 = _UNARY[name]
         return (lambda B, x: [cast(f1(x))]), [b]
     if name in _BINARY or name in ("div", "clamp", "select_n"):
-        lift = _lifter(flags, avals)
+        index = _lift_index(flags, avals)
+        lifted = any(i is not None for i in index)
         if name in _BINARY or name == "div":
             if name in _BINARY:
                 f2 = _BINARY[name]
@@ -300,9 +288,9 @@ def _rule(
                 f2 = lambda x, y: np.trunc(np.true_divide(x, y))
             else:
                 f2 = np.true_divide
-            if lift is None:
+            ix, iy = index
+            if ix is None and iy is None:
                 return (lambda B, x, y: [cast(f2(x, y))]), [b]
-            ix, iy = _lifted_pair(flags, avals)
             if iy is None:
                 return (lambda B, x, y: [cast(f2(x[ix], y))]), [b]
             if ix is None:
@@ -318,8 +306,12 @@ def _rule(
             )
         else:
             op = lambda which, *cases: np.choose(which.astype(np.intp), np.broadcast_arrays(*cases))
-        if lift is None:
+        if not lifted:
             return (lambda B, *xs: [cast(op(*xs))]), [b]
+
+        def lift(*xs: np.ndarray) -> list[np.ndarray]:
+            return [x if i is None else x[i] for x, i in zip(xs, index)]
+
         return (lambda B, *xs: [cast(op(*lift(*xs)))]), [b]
     if name == "integer_pow":
         y = int(params["y"])
