@@ -15,8 +15,9 @@ types (`_spec` imports only `_errors`), as `optax/_src/base.py` imports only jax
 from __future__ import annotations
 
 import abc
+import dataclasses
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import jax
@@ -77,6 +78,22 @@ class AbstractCall(Protocol):
         ...
 
 
+@dataclasses.dataclass(frozen=True)
+class InPlace:
+    """A strategy's buffer function (`AbstractBatching.buffer_call`) that writes some outputs
+    into the buffers of inputs it has read: XLA then needs no copy of those outputs into a
+    loop's carry (in a `scan` of a step, the state goes back into the buffer it came from).
+
+    `aliases` maps an input's index to the index of the output written into its buffer (as
+    `buffer_callback(input_output_aliases=...)`), each pair of one shape and dtype. XLA copies
+    an input first where the program still reads it after the call, so the caller's arrays
+    are never changed. The function must read every aliased input before it writes any output.
+    """
+
+    fn: Callable[..., None]
+    aliases: Mapping[int, int]
+
+
 class AbstractBatching(abc.ABC):
     """How one batched host call runs. Subclasses: Sequential, Vectorized, the executors."""
 
@@ -103,9 +120,10 @@ class AbstractBatching(abc.ABC):
 
     def buffer_call(
         self, call: AbstractCall, in_shapes: Sequence[tuple], out_shapes: Sequence[tuple]
-    ) -> Callable[..., None] | None:
+    ) -> Callable[..., None] | InPlace | None:
         """A `buffer_callback` function of this strategy's own for one pure lowering of `call`
-        whose buffers have these shapes, or None (the default) for `HostCall`'s.
+        whose buffers have these shapes (an `InPlace` where it writes outputs into the buffers
+        of inputs it has read), or None (the default) for `HostCall`'s.
 
         For a hot path whose host code the strategy owns: `HostCall`'s function guards a
         user's code (inputs made read-only, a reference kept past the call detected), which

@@ -26,7 +26,7 @@ import jax
 import numpy as np
 
 from . import _errors, _spec
-from ._base import AbstractBatching, AbstractCall
+from ._base import AbstractBatching, AbstractCall, InPlace
 from ._batching import SEQUENTIAL, Sequential, Vectorized
 
 
@@ -218,10 +218,10 @@ class HostCall(AbstractCall):
 
     def buffer_trampoline(
         self, in_shapes: Sequence[tuple], out_shapes: Sequence[tuple], *, io: bool = False
-    ) -> Callable[..., None]:
+    ) -> Callable[..., None] | InPlace:
         """The `buffer_callback` function of one lowering, whose buffer shapes are these: the
-        batching strategy's own where it has one for them (`AbstractBatching.buffer_call`),
-        else the generic one.
+        batching strategy's own where it has one for them (`AbstractBatching.buffer_call`, an
+        `InPlace` where it updates inputs in place), else the generic one.
 
         The batch follows from the shapes, so it is found here once, not on every call.
         """

@@ -37,6 +37,7 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
 from . import _errors, _sharding
+from ._base import InPlace
 from ._call import HostCall
 
 try:  # jax 0.10 ships it as experimental; keep working if it moves or goes
@@ -261,9 +262,17 @@ def _lower_local(ctx, args, call, out_avals, lowering, io, *, guarded):
         trampoline = call.buffer_trampoline(
             [a.shape for a in ctx.avals_in], [a.shape for a in out_avals], io=io
         )
+        aliases = None
+        if isinstance(trampoline, InPlace):  # outputs written into inputs' buffers
+            aliases = dict(trampoline.aliases)
+            trampoline = trampoline.fn
         if guarded:
             trampoline = _sharding.guard_buffer(trampoline)
-        fn = _buffer_callback(trampoline, result, has_side_effect=io)
+            if aliases:  # the status is the first output
+                aliases = {j: k + 1 for j, k in aliases.items()}
+        fn = _buffer_callback(
+            trampoline, result, has_side_effect=io, input_output_aliases=aliases or None
+        )
     else:
         host = call.pure_trampoline
         wide_in = list(ctx.avals_in)

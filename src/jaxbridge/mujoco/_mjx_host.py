@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from jaxbridge._base import AbstractBatching
+from jaxbridge._base import AbstractBatching, InPlace
 from jaxbridge._batching import VECTORIZED
 
 from . import _mjx_data as L
@@ -494,7 +494,7 @@ class Batching(AbstractBatching):
 
     def buffer_call(
         self, call: AbstractCall, in_shapes: Sequence[tuple], out_shapes: Sequence[tuple]
-    ) -> Callable[..., None] | None:
+    ) -> Callable[..., None] | InPlace | None:
         if call.fn is not self.fn or any(np.dtype(a.dtype) != np.float64 for a in call.in_avals):
             return None
         leaves = self.calls.layout.leaves
@@ -510,11 +510,12 @@ class Batching(AbstractBatching):
             B = 1
         else:
             return None  # inputs batched unevenly: the generic path broadcasts them
+        order = [i for i in self.live if i in used]  # the buffers' leaves
+        aliases = self._aliases(order, in_shapes, out_shapes)
         if any(leaves[i].kind not in (L.STATE, L.BOUND) for i in used):
-            return self._converted(call, B, [i for i in self.live if i in used])
+            return InPlace(self._converted(call, B, order), aliases)
         kind, nstep, forward = self.kind, self.nstep, self.kind == "forward"
         base = self.calls._plan(kind, used, (), nstep).steps
-        order = [i for i in self.live if i in used]  # the buffers' leaves
         avals = [a for a, u in zip(call.spec.avals, flags) if u]
         slots = [base.outputs.index(leaves[i].name) for i in order]
         if any(np.dtype(a.dtype) != base.out_dtypes[k] for a, k in zip(avals, slots)):
@@ -544,7 +545,26 @@ class Batching(AbstractBatching):
             except Exception as e:
                 raise fail(e) from e
 
-        return own
+        return InPlace(own, aliases)
+
+    def _aliases(
+        self, order: Sequence[int], in_shapes: Sequence[tuple], out_shapes: Sequence[tuple]
+    ) -> dict[int, int]:
+        """The state leaves a step returns, each into the buffer of its input: in a `scan`
+        of steps XLA then copies no state into the loop's carry (both buffer functions read
+        every input into MuJoCo's rows before they write an output)."""
+        if self.kind == "forward":  # forward returns no state
+            return {}
+        leaves, names = self.calls.layout.leaves, self.calls.inputs
+        aliases = {}
+        for k, i in enumerate(order):
+            leaf = leaves[i]
+            if leaf.kind != L.STATE or leaf.name not in names:
+                continue
+            j = names.index(leaf.name)
+            if tuple(in_shapes[j]) == tuple(out_shapes[k]) and leaf.dtype == np.float64:
+                aliases[j] = k
+        return aliases
 
     def _converted(self, call: AbstractCall, B: int, order: list[int]) -> Callable[..., None]:
         """The buffer function of a call that reads dense forms or contact slots: `Calls.run`
