@@ -560,7 +560,7 @@ class FieldRows:
     def _run(self, ins, outs, ids) -> None:
         B = self.B
         if self.head is not None:
-            np.concatenate([a.reshape(B, -1) for a in ins], axis=1, out=self.head)
+            np.concatenate([a if a.ndim == 2 else a.reshape(B, -1) for a in ins], 1, self.head)
         else:
             for view, a, cols in zip(self.in_views, ins, self.steps._in_cols):
                 if isinstance(cols, slice):

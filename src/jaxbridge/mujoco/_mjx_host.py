@@ -525,14 +525,24 @@ class Batching(AbstractBatching):
         nout, fail, resolved = len(base.outputs), call.fail, self.resolved
         rows = base.rows(B, forward)
         plan = self.calls._plan
+        nin = len(in_flat)
+        # XLA's buffers already have the rows' shapes (one batch dimension): no reshape
+        flat = all(tuple(s) == f for s, f in zip(in_shapes, in_flat)) and all(
+            tuple(s) == out_flat[k] for s, k in zip(out_shapes, slots)
+        )
 
         def own(ctx: Any, outs: Any, *ins: Any) -> None:
             del ctx
             try:
-                arrays = [a.__array__().reshape(s) for a, s in zip(ins, in_flat)]
                 targets: list[Any] = [None] * nout
-                for k, o in zip(slots, outs):
-                    targets[k] = o.__array__().reshape(out_flat[k])
+                if flat:
+                    arrays = [a.__array__() for a in ins[:nin]]
+                    for k, o in zip(slots, outs):
+                        targets[k] = o.__array__()
+                else:
+                    arrays = [a.__array__().reshape(s) for a, s in zip(ins, in_flat)]
+                    for k, o in zip(slots, outs):
+                        targets[k] = o.__array__().reshape(out_flat[k])
                 if resolved is None:
                     rows.run(arrays, targets)
                     return
