@@ -1,4 +1,9 @@
-"""Every script in `examples/` runs to the end in its `--quick` mode, as a user would run it."""
+"""Every script in `examples/` runs to the end in its `--quick` mode, as a user would run it.
+
+A script the quick demo runs with `--quick` too is left to `test_demo.py`'s
+`test_demo_quick` in the default run (it costs a worker 15 to 25 s), and runs here too under
+JAXBRIDGE_SLOW=1.
+"""
 
 import os
 import pathlib
@@ -9,6 +14,9 @@ import pytest
 
 EXAMPLES = pathlib.Path(__file__).parents[1] / "examples"
 SCRIPTS = sorted(EXAMPLES.glob("[0-9][0-9]_*.py"))
+
+#: Run as `SCRIPT --quick` by the quick demo's stages too (`jaxbridge._demo._playground`).
+IN_THE_DEMO = {"10_playground.py"}
 
 # What each script prints when it has shown its point (the scripts also assert their numbers).
 EXPECTED = {
@@ -45,8 +53,18 @@ def test_examples_are_listed():
         assert script.name in docs, f"{script.name} missing from docs/examples.md"
 
 
+def test_the_scripts_left_to_the_demo_run_in_its_quick_stages():
+    from jaxbridge._demo import _playground
+
+    source = pathlib.Path(_playground.__file__).read_text()
+    for name in IN_THE_DEMO:
+        assert f'example("{name}"' in source and '["--quick"] if quick' in source, name
+
+
 @pytest.mark.parametrize("script", SCRIPTS, ids=[s.stem for s in SCRIPTS])
 def test_example_runs(script, tmp_path):
+    if script.name in IN_THE_DEMO and not os.environ.get("JAXBRIDGE_SLOW"):
+        pytest.skip("test_demo.py::test_demo_quick runs it so (JAXBRIDGE_SLOW=1 runs it here)")
     env = dict(os.environ)
     if f"OPENBLAS_NUM_THREADS=1 python examples/{script.name}" in script.read_text():
         env["OPENBLAS_NUM_THREADS"] = "1"  # as the script's usage line says to run it

@@ -84,6 +84,29 @@ def test_scan_of_vmap_matches_stepwise(x64):
         np.testing.assert_array_equal(r, rew[t])
 
 
+def test_a_scan_that_reads_the_old_state_after_a_step_sees_it_unchanged(x64):
+    """A step writes the new physics state and warm start into its input's buffers
+    (`InPlace`); where the program still reads the old state, XLA copies it first."""
+    env = jg.make("Hopper-v5")
+    state, _, _ = jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.key(4), 3))
+    acts = jnp.asarray(np.random.default_rng(5).uniform(-1, 1, (4, 3, env.nu)))
+
+    def body(s, a):
+        new = jax.vmap(env.step)(s, a)[0]
+        return new, (s, new)
+
+    run = jax.jit(lambda s, u: jax.lax.scan(body, s, u))
+    assert "output_to_operand_aliasing" in run.lower(state, acts).compile().as_text()
+    _, (old, new) = run(state, acts)
+    for a, b, c in zip(
+        jax.tree_util.tree_leaves(old),
+        jax.tree_util.tree_leaves(new),
+        jax.tree_util.tree_leaves(state),
+    ):
+        np.testing.assert_array_equal(a[0], c)
+        np.testing.assert_array_equal(a[1:], b[:-1])
+
+
 def test_step_never_resets_and_counts_steps(x64):
     env = jg.make("Hopper-v5", max_episode_steps=3)
     state, _, _ = jax.jit(env.reset)(jax.random.key(0))

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxbridge
-from jaxbridge._base import AbstractBatching
+from jaxbridge._base import AbstractBatching, InPlace
 from jaxbridge._batching import VECTORIZED, flatten_batch
 
 from . import _differences
@@ -86,11 +86,11 @@ class _FieldBatching(AbstractBatching):
 
     def buffer_call(
         self, call: HostCall, in_shapes: Sequence[tuple], out_shapes: Sequence[tuple]
-    ) -> Callable[..., None] | None:
+    ) -> InPlace | None:
         """The fast path: float64 inputs under at most one `vmap` of all of them (or none), a
         step (not a forward pass) with float64 outputs: MuJoCo's rows filled from XLA's input
         buffers in one `np.concatenate` where the inputs lead a row, its outputs copied into
-        XLA's output buffers, no other NumPy call."""
+        XLA's output buffers (a state field into its input's), no other NumPy call."""
         calls = self.calls
         if call.fn is not calls._host_fn or calls.forward:
             return None
@@ -114,6 +114,15 @@ class _FieldBatching(AbstractBatching):
         slots = [i for i, u in enumerate(used) if u]  # each buffer's output
         partial = not all(used)
         nout = len(used)
+        # A state field that is an input and an output (the physics state, the warm start)
+        # goes back into its input's buffer: `FieldRows.run` reads every input into MuJoCo's
+        # rows before it writes an output, and a `scan` of steps then copies no state.
+        aliases = {
+            steps.inputs.index(steps.outputs[i]): k
+            for k, i in enumerate(slots)
+            if steps.outputs[i] in steps.inputs
+            and tuple(in_shapes[steps.inputs.index(steps.outputs[i])]) == tuple(out_shapes[k])
+        }
 
         def own(ctx: Any, outs: Any, *ins: Any) -> None:
             del ctx
@@ -132,7 +141,7 @@ class _FieldBatching(AbstractBatching):
             except Exception as e:
                 raise fail(e) from e
 
-        return own
+        return InPlace(own, aliases)
 
 
 class FieldCalls:
