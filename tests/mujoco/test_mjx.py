@@ -284,9 +284,13 @@ def test_a_loop_of_state_and_sensors_runs_xla_buffers_into_the_engine(model, bat
             np.testing.assert_allclose(got_s, d.sensordata, atol=1e-9, rtol=0)
 
 
-def test_a_step_returns_its_state_in_place_and_leaves_the_old_one_readable(model):
+@pytest.mark.parametrize("contacts", [False, True])
+def test_a_step_returns_its_state_in_place_and_leaves_the_old_one_readable(
+    model, contacts, monkeypatch
+):
     """A step writes its new state into its input's buffers (`InPlace`): a loop that still
-    reads the old state after the step sees it unchanged (XLA copies it first)."""
+    reads the old state after the step sees it unchanged (XLA copies it first). With the
+    contacts read, the call takes the converting path (`Batching._converted`)."""
     m, mx = model
     ds = states(m, 3, seed=11)
     x0 = jax.tree_util.tree_map(lambda *x: jnp.stack(x), *[mjx.put_data(m, d) for d in ds])
@@ -294,9 +298,24 @@ def test_a_step_returns_its_state_in_place_and_leaves_the_old_one_readable(model
 
     def body(x, _):
         y = step(mx, x)
+        if contacts:
+            y = y.tree_replace({"qvel": y.qvel + 0.0 * y._impl.contact.dist.sum()})
         return y, (x.qpos, x.qvel, y.qpos)
 
-    final, (old_q, old_v, new_q) = jax.jit(lambda x: jax.lax.scan(body, x, length=4))(x0)
+    converted = []
+    made = _mjx_host.Batching._converted
+
+    def counted(self, *args):
+        converted.append(True)
+        return made(self, *args)
+
+    monkeypatch.setattr(_mjx_host.Batching, "_converted", counted)
+    def loop(x):
+        final, seen = jax.lax.scan(body, x, length=4)
+        return final.qvel, seen  # the other leaves dead: the fast path, without contacts
+
+    final_qvel, (old_q, old_v, new_q) = jax.jit(loop)(x0)
+    assert bool(converted) == contacts
     np.testing.assert_array_equal(old_q[0], x0.qpos)
     np.testing.assert_array_equal(old_v[0], x0.qvel)
     np.testing.assert_array_equal(old_q[1:], new_q[:-1])
@@ -304,7 +323,7 @@ def test_a_step_returns_its_state_in_place_and_leaves_the_old_one_readable(model
         for t in range(4):
             mujoco.mj_step(m, d)
             np.testing.assert_allclose(new_q[t, i], d.qpos, atol=1e-12, rtol=0)
-        np.testing.assert_allclose(final.qvel[i], d.qvel, atol=1e-9, rtol=0)
+        np.testing.assert_allclose(final_qvel[i], d.qvel, atol=1e-9, rtol=0)
 
 
 def test_nstep_is_that_many_raw_steps_in_one_call(model):
