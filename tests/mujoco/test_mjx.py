@@ -310,6 +310,7 @@ def test_a_step_returns_its_state_in_place_and_leaves_the_old_one_readable(
         return made(self, *args)
 
     monkeypatch.setattr(_mjx_host.Batching, "_converted", counted)
+
     def loop(x):
         final, seen = jax.lax.scan(body, x, length=4)
         return final.qvel, seen  # the other leaves dead: the fast path, without contacts
