@@ -56,6 +56,7 @@ def test_a_pool_threads_locals_survive_from_call_to_call():
 
 
 def test_init_state_is_made_once_per_thread_xla_calls_on():
+    python_threads = {t.ident for t in threading.enumerate()}
     made = []
     threads: set[int] = set()
     lock = threading.Lock()
@@ -79,4 +80,6 @@ def test_init_state_is_made_once_per_thread_xla_calls_on():
     xs = [jnp.full(256, float(i)) for i in range(N)]
     for _ in range(3):
         np.testing.assert_array_equal(np.stack(program(xs)), np.stack(xs) + 1.0)
+    if threads <= python_threads:
+        pytest.skip("XLA ran every call on Python's own threads this time")
     assert sorted(made) == sorted(threads)  # one state for each thread that ran a call

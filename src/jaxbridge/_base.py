@@ -93,6 +93,24 @@ class InPlace:
     fn: Callable[..., None]
     aliases: Mapping[int, int]
 
+    @classmethod
+    def by_name(
+        cls,
+        fn: Callable[..., None],
+        inputs: Sequence[str],
+        in_shapes: Sequence[tuple],
+        outputs: Sequence[str],
+        out_shapes: Sequence[tuple],
+    ) -> InPlace:
+        """`fn` writing each output into the buffer of the input of its name and shape."""
+        aliases = {}
+        for k, (name, shape) in enumerate(zip(outputs, out_shapes)):
+            if name in inputs:
+                j = list(inputs).index(name)
+                if tuple(in_shapes[j]) == tuple(shape):
+                    aliases[j] = k
+        return cls(fn, aliases)
+
 
 class AbstractBatching(abc.ABC):
     """How one batched host call runs. Subclasses: Sequential, Vectorized, the executors."""

@@ -114,15 +114,6 @@ class _FieldBatching(AbstractBatching):
         slots = [i for i, u in enumerate(used) if u]  # each buffer's output
         partial = not all(used)
         nout = len(used)
-        # A state field that is an input and an output (the physics state, the warm start)
-        # goes back into its input's buffer: `FieldRows.run` reads every input into MuJoCo's
-        # rows before it writes an output, and a `scan` of steps then copies no state.
-        aliases = {
-            steps.inputs.index(steps.outputs[i]): k
-            for k, i in enumerate(slots)
-            if steps.outputs[i] in steps.inputs
-            and tuple(in_shapes[steps.inputs.index(steps.outputs[i])]) == tuple(out_shapes[k])
-        }
 
         def own(ctx: Any, outs: Any, *ins: Any) -> None:
             del ctx
@@ -141,7 +132,11 @@ class _FieldBatching(AbstractBatching):
             except Exception as e:
                 raise fail(e) from e
 
-        return InPlace(own, aliases)
+        # A state field that is an input and an output (the physics state, the warm start)
+        # goes back into its input's buffer: `FieldRows.run` reads every input into MuJoCo's
+        # rows before it writes an output, and a `scan` of steps then copies no state.
+        outputs = [steps.outputs[i] for i in slots]
+        return InPlace.by_name(own, steps.inputs, in_shapes, outputs, out_shapes)
 
 
 class FieldCalls:

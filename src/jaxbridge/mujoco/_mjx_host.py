@@ -511,9 +511,16 @@ class Batching(AbstractBatching):
         else:
             return None  # inputs batched unevenly: the generic path broadcasts them
         order = [i for i in self.live if i in used]  # the buffers' leaves
-        aliases = self._aliases(order, in_shapes, out_shapes)
+        # A state leaf goes back into its input's buffer (both buffer functions read every
+        # input into MuJoCo's rows before they write an output): a `scan` of steps then
+        # copies no state into its carry. Forward returns no state, so it aliases nothing.
+        names = [leaves[i].name for i in order]
+
+        def in_place(fn: Callable[..., None]) -> InPlace:
+            return InPlace.by_name(fn, self.calls.inputs, in_shapes, names, out_shapes)
+
         if any(leaves[i].kind not in (L.STATE, L.BOUND) for i in used):
-            return InPlace(self._converted(call, B, order), aliases)
+            return in_place(self._converted(call, B, order))
         kind, nstep, forward = self.kind, self.nstep, self.kind == "forward"
         base = self.calls._plan(kind, used, (), nstep).steps
         avals = [a for a, u in zip(call.spec.avals, flags) if u]
@@ -555,26 +562,7 @@ class Batching(AbstractBatching):
             except Exception as e:
                 raise fail(e) from e
 
-        return InPlace(own, aliases)
-
-    def _aliases(
-        self, order: Sequence[int], in_shapes: Sequence[tuple], out_shapes: Sequence[tuple]
-    ) -> dict[int, int]:
-        """The state leaves a step returns, each into the buffer of its input: in a `scan`
-        of steps XLA then copies no state into the loop's carry (both buffer functions read
-        every input into MuJoCo's rows before they write an output)."""
-        if self.kind == "forward":  # forward returns no state
-            return {}
-        leaves, names = self.calls.layout.leaves, self.calls.inputs
-        aliases = {}
-        for k, i in enumerate(order):
-            leaf = leaves[i]
-            if leaf.kind != L.STATE or leaf.name not in names:
-                continue
-            j = names.index(leaf.name)
-            if tuple(in_shapes[j]) == tuple(out_shapes[k]) and leaf.dtype == np.float64:
-                aliases[j] = k
-        return aliases
+        return in_place(own)
 
     def _converted(self, call: AbstractCall, B: int, order: list[int]) -> Callable[..., None]:
         """The buffer function of a call that reads dense forms or contact slots: `Calls.run`

@@ -129,11 +129,12 @@ class _Model:
         def expand(arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
             """Every input, from the host call's non-empty ones: empty arrays for the rest."""
             lead = tuple(np.shape(arrays[0]))
-            full: list[Any] = [np.zeros((*lead, *sh)) for sh in shapes]
-            if resolved is not None:
-                full.append(None)
+            full: list[Any] = [None] * (len(names) + (resolved is not None))
             for j, a in zip(present, arrays):
                 full[j] = a
+            for j, sh in enumerate(shapes):
+                if full[j] is None:
+                    full[j] = np.zeros((*lead, *sh))
             return full
 
         def flat_inputs(arrays: Sequence[np.ndarray]) -> tuple[tuple[int, ...], int, dict]:
