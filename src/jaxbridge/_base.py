@@ -112,6 +112,27 @@ class InPlace:
         return cls(fn, aliases)
 
 
+@dataclasses.dataclass(frozen=True)
+class NativeCall:
+    """A strategy's buffer call (`AbstractBatching.buffer_call`) that is compiled code: an XLA
+    FFI target (`jax.ffi.register_ffi_target`, on CPU) that XLA calls with the call's buffers,
+    inputs then used outputs, and `attributes`, with no Python and no GIL on the way.
+
+    `fallback` is the Python buffer function (or `InPlace`) of the same call: it runs where the
+    target cannot (a sharded program's devices, whose calls carry a status output), and its
+    aliases, if an `InPlace`, are the target's too: the target must read every aliased input
+    before it writes any output. An error the target returns fails the program with its text.
+    """
+
+    target: str
+    attributes: Mapping[str, Any]
+    fallback: Callable[..., None] | InPlace
+
+    @property
+    def aliases(self) -> Mapping[int, int]:
+        return self.fallback.aliases if isinstance(self.fallback, InPlace) else {}
+
+
 class AbstractBatching(abc.ABC):
     """How one batched host call runs. Subclasses: Sequential, Vectorized, the executors."""
 
@@ -138,10 +159,11 @@ class AbstractBatching(abc.ABC):
 
     def buffer_call(
         self, call: AbstractCall, in_shapes: Sequence[tuple], out_shapes: Sequence[tuple]
-    ) -> Callable[..., None] | InPlace | None:
+    ) -> Callable[..., None] | InPlace | NativeCall | None:
         """A `buffer_callback` function of this strategy's own for one pure lowering of `call`
         whose buffers have these shapes (an `InPlace` where it writes outputs into the buffers
-        of inputs it has read), or None (the default) for `HostCall`'s.
+        of inputs it has read, a `NativeCall` where compiled code serves the call), or None
+        (the default) for `HostCall`'s.
 
         For a hot path whose host code the strategy owns: `HostCall`'s function guards a
         user's code (inputs made read-only, a reference kept past the call detected), which

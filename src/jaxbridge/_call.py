@@ -26,7 +26,7 @@ import jax
 import numpy as np
 
 from . import _errors, _spec
-from ._base import AbstractBatching, AbstractCall, InPlace
+from ._base import AbstractBatching, AbstractCall, InPlace, NativeCall
 from ._batching import SEQUENTIAL, Sequential, Vectorized
 
 
@@ -218,10 +218,11 @@ class HostCall(AbstractCall):
 
     def buffer_trampoline(
         self, in_shapes: Sequence[tuple], out_shapes: Sequence[tuple], *, io: bool = False
-    ) -> Callable[..., None] | InPlace:
+    ) -> Callable[..., None] | InPlace | NativeCall:
         """The `buffer_callback` function of one lowering, whose buffer shapes are these: the
         batching strategy's own where it has one for them (`AbstractBatching.buffer_call`, an
-        `InPlace` where it updates inputs in place), else the generic one.
+        `InPlace` where it updates inputs in place, a `NativeCall` where compiled code serves
+        it), else the generic one.
 
         The batch follows from the shapes, so it is found here once, not on every call.
         """

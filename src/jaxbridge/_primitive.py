@@ -39,7 +39,7 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
 from . import _errors, _sharding
-from ._base import InPlace
+from ._base import InPlace, NativeCall
 from ._call import HostCall
 
 try:  # jax 0.10 ships it as experimental; keep working if it moves or goes
@@ -298,6 +298,10 @@ def _lower_local(ctx, args, call, out_avals, lowering, io, *, guarded):
         trampoline = call.buffer_trampoline(
             [a.shape for a in ctx.avals_in], [a.shape for a in out_avals], io=io
         )
+        if isinstance(trampoline, NativeCall):
+            if not guarded:  # compiled code: XLA calls it with the buffers, no Python
+                return _lower_native(ctx, args, trampoline, out_avals)
+            trampoline = trampoline.fallback  # a sharded call's status is the Python side's
         aliases = None
         if isinstance(trampoline, InPlace):  # outputs written into inputs' buffers
             aliases = dict(trampoline.aliases)
@@ -332,6 +336,19 @@ def _lower_local(ctx, args, call, out_avals, lowering, io, *, guarded):
             if guarded:
                 out = [out[0], *(o.astype(r.dtype) for o, r in zip(out[1:], out_avals))]
             return out
+
+    return mlir.lower_fun(fn, multiple_results=True)(ctx, *args)
+
+
+def _lower_native(ctx, args, native: NativeCall, out_avals):
+    """A strategy's compiled call (`NativeCall`): one FFI custom call with its attributes."""
+    result = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in out_avals]
+    call = jax.ffi.ffi_call(
+        native.target, result, input_output_aliases=dict(native.aliases) or None
+    )
+
+    def fn(*a):
+        return call(*a, **native.attributes)
 
     return mlir.lower_fun(fn, multiple_results=True)(ctx, *args)
 

@@ -29,12 +29,15 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ._model import MjModel, mj
 from ._worker import ONE_DATA_EACH, default_nthread
+
+if TYPE_CHECKING:
+    from ._native import NativeRows
 
 __all__ = [
     "CHUNK",
@@ -241,6 +244,7 @@ class FieldSteps:
         self.model_fields = tuple(model_fields)
         self.model_shapes = [_model_field_shape(model, f) for f in self.model_fields]
         self._rows: dict[tuple[int, bool], FieldRows] = {}
+        self._native: dict[tuple[int, bool], NativeRows] = {}
         self._lock = threading.Lock()
 
     def _state_shape(self, data: Any, name: str, what: str) -> tuple[int, ...]:
@@ -287,6 +291,51 @@ class FieldSteps:
                         self._rows.clear()
                     r = self._rows[key] = FieldRows(self, B, forward)
         return r
+
+    def native(self, B: int, forward: bool = False, name: str = "mujoco") -> NativeRows | None:
+        """The compiled field call's batch of exactly `B` rows for `step` (or `forward`),
+        made on first use and kept as long as the process (`_native.NativeRows`: XLA's buffers
+        in and out in C, no Python); None where a call of these fields cannot take it: the
+        library cannot be built, or the call has per-row model fields, an
+        `mj_rnePostConstraint` pass or persistent rows, or a physics callback is installed.
+        `name`: the host function's, for the call's errors."""
+        if self.model_fields or self.rne or self.persistent:
+            return None
+        from . import _native
+
+        if not _native.available() or _native.callbacks_installed():
+            return None
+        key = (B, forward)
+        r = self._native.get(key)
+        if r is None:
+            with self._lock:
+                r = self._native.get(key)
+                if r is None:
+                    r = self._native[key] = self._make_native(B, forward, name)
+        return r
+
+    def _make_native(self, B: int, forward: bool, name: str) -> NativeRows:
+        from . import _native
+
+        model = self.model
+        outputs: list[_native.Output] = []
+        for field, shape, dtype in zip(self.outputs, self.out_shapes, self.out_dtypes):
+            nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+            if field in STATE_FIELDS:
+                outputs.append(("state", _columns(model, STATE_FIELDS[field]), nbytes))
+            else:
+                outputs.append(("warning" if field == WARNING else "field", field, nbytes))
+        return _native.NativeRows(
+            model,
+            B,
+            forward=forward,
+            nstep=self.nstep,
+            nthread=self.nthread,
+            name=name,
+            inputs=[_columns(model, STATE_FIELDS[n]) for n in self.inputs],
+            reset=_columns(model, _ADVANCED & ~self.given),
+            outputs=outputs,
+        )
 
     def _new_outputs(self, B: int, fill: bool = False) -> list[np.ndarray]:
         make = np.zeros if fill else np.empty

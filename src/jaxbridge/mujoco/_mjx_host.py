@@ -25,10 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from jaxbridge._base import AbstractBatching, InPlace
+from jaxbridge._base import AbstractBatching, InPlace, NativeCall
 from jaxbridge._batching import VECTORIZED
 
 from . import _mjx_data as L
+from . import _native
 from ._fields import FieldSteps
 from ._model import mj
 
@@ -494,7 +495,7 @@ class Batching(AbstractBatching):
 
     def buffer_call(
         self, call: AbstractCall, in_shapes: Sequence[tuple], out_shapes: Sequence[tuple]
-    ) -> Callable[..., None] | InPlace | None:
+    ) -> Callable[..., None] | InPlace | NativeCall | None:
         if call.fn is not self.fn or any(np.dtype(a.dtype) != np.float64 for a in call.in_avals):
             return None
         leaves = self.calls.layout.leaves
@@ -562,7 +563,13 @@ class Batching(AbstractBatching):
             except Exception as e:
                 raise fail(e) from e
 
-        return in_place(own)
+        python = in_place(own)
+        # No per-row model values (`resolved`: found on each call, in Python): the compiled
+        # call, which does what `own` does in C, where it can be built (`_native`).
+        native = None if resolved is not None else base.native(B, forward, call.name)
+        if native is None:
+            return python
+        return NativeCall(_native.TARGET, native.attributes(slots), python)
 
     def _converted(self, call: AbstractCall, B: int, order: list[int]) -> Callable[..., None]:
         """The buffer function of a call that reads dense forms or contact slots: `Calls.run`
