@@ -25,10 +25,10 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxbridge
-from jaxbridge._base import AbstractBatching, InPlace
+from jaxbridge._base import AbstractBatching, InPlace, NativeCall
 from jaxbridge._batching import VECTORIZED, flatten_batch
 
-from . import _differences
+from . import _differences, _native
 from ._fields import _CONSTANT_INPUTS, PHYSICS, FieldSteps, _columns
 from ._model import MjModel, load_model, mj
 
@@ -86,7 +86,7 @@ class _FieldBatching(AbstractBatching):
 
     def buffer_call(
         self, call: HostCall, in_shapes: Sequence[tuple], out_shapes: Sequence[tuple]
-    ) -> InPlace | None:
+    ) -> InPlace | NativeCall | None:
         """The fast path: float64 inputs under at most one `vmap` of all of them (or none), a
         step (not a forward pass) with float64 outputs: MuJoCo's rows filled from XLA's input
         buffers in one `np.concatenate` where the inputs lead a row, its outputs copied into
@@ -136,7 +136,11 @@ class _FieldBatching(AbstractBatching):
         # goes back into its input's buffer: `FieldRows.run` reads every input into MuJoCo's
         # rows before it writes an output, and a `scan` of steps then copies no state.
         outputs = [steps.outputs[i] for i in slots]
-        return InPlace.by_name(own, steps.inputs, in_shapes, outputs, out_shapes)
+        python = InPlace.by_name(own, steps.inputs, in_shapes, outputs, out_shapes)
+        native = steps.native(B, False, call.name)  # `own` in C, where it can be built
+        if native is None:
+            return python
+        return NativeCall(_native.TARGET, native.attributes(slots), python)
 
 
 class FieldCalls:

@@ -139,6 +139,8 @@ def _build() -> ctypes.CDLL:
     lib.jb_rows_state.argtypes = [vp]
     lib.jb_rows_nstate.restype = i
     lib.jb_rows_nstate.argtypes = [vp]
+    lib.jb_rows_calls.restype = ctypes.c_int64
+    lib.jb_rows_calls.argtypes = [vp]
     lib.jb_rows_set_name.argtypes = [vp, cp]
     for name in ("jb_rows_add_input", "jb_rows_add_state_output"):
         getattr(lib, name).restype = i
@@ -283,6 +285,13 @@ class NativeRows:
                 )
         self.state = np.ctypeslib.as_array(lib.jb_rows_state(address), (B, self.nstate))
         _PLANS.append(self)
+
+    @property
+    def calls(self) -> int:
+        """The batch calls this plan has made (each one `mjb_step` or `mjb_forward`)."""
+        lib = library()
+        assert lib is not None
+        return int(lib.jb_rows_calls(self.address))
 
     def attributes(self, slots: Any) -> dict[str, Any]:
         """The FFI call's attributes for result buffers of outputs `slots` (indices into the

@@ -90,6 +90,7 @@ struct Rows {
   bool warnings = false;  // some output counts warnings: zero the counters before each call
   std::string name = "mujoco";
   Callbacks callbacks;  // as they were when the plan was made
+  int64_t calls = 0;    // batch calls made (for tests and diagnostics)
   std::mutex mutex;
 };
 
@@ -156,6 +157,7 @@ ffi::Error RowsCall(ffi::RemainingArgs args, ffi::RemainingRets rets, int64_t pl
   if (p.warnings) {
     std::memset(warning, 0, sizeof(mjWarningStat) * mjNWARNING * B);
   }
+  ++p.calls;
   int nfail = p.forward ? mjb_forward(p.batch, nullptr, 0, p.stage)
                         : mjb_step(p.batch, nullptr, 0, p.nstep, p.stage);
   if (nfail) {
@@ -255,6 +257,13 @@ void* jb_rows_new(const mjModel* m, int B, int nthread, int persistent, int forw
 mjtNum* jb_rows_state(void* plan) { return static_cast<Rows*>(plan)->state; }
 
 int jb_rows_nstate(void* plan) { return static_cast<Rows*>(plan)->nstate; }
+
+// The batch calls the plan has made.
+int64_t jb_rows_calls(void* plan) {
+  Rows* p = static_cast<Rows*>(plan);
+  std::lock_guard<std::mutex> lock(p->mutex);
+  return p->calls;
+}
 
 void jb_rows_set_name(void* plan, const char* name) { static_cast<Rows*>(plan)->name = name; }
 
