@@ -53,7 +53,7 @@ def test_vmap_is_one_batch_call_and_matches_each_env(x64, monkeypatch):
         return original(self, *args)
 
     monkeypatch.setattr(_fields.FieldRows, "run", counted)
-    plans = [p for p in _native._PLANS if not p.forward and n == p.B]
+    plans = [p for p in _native._PLANS.values() if not p.forward and n == p.B]
     before = [p.calls for p in plans]
     step = jax.jit(jax.vmap(env.step))
     rng = np.random.default_rng(1)
@@ -66,7 +66,7 @@ def test_vmap_is_one_batch_call_and_matches_each_env(x64, monkeypatch):
             close(r[i], r2, f"env {i} step {t} reward")
             close_info({k: v[i] for k, v in info.items()}, inf2, f"env {i} step {t}")
     # the Python path's batch calls, and the compiled path's (`_native`), which counts its own
-    new = [p for p in _native._PLANS if p not in plans and not p.forward and n == p.B]
+    new = [p for p in _native._PLANS.values() if p not in plans and not p.forward and n == p.B]
     native = sum(p.calls - b for p, b in zip(plans, before)) + sum(p.calls for p in new)
     assert native == (8 if _native.available() else 0)
     assert calls == [n] * (8 - native)

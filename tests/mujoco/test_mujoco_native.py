@@ -171,3 +171,15 @@ def test_the_python_path_serves_when_the_library_is_withheld(x64, python_path):
     for i, d in enumerate(ds):
         mujoco.mj_step(m, d)
         np.testing.assert_allclose(qpos[i], d.qpos, atol=1e-12, rtol=0)
+
+
+def test_a_field_call_made_again_reuses_its_plan(x64):
+    """Plans are never freed (a compiled program holds their addresses): one rebuilt from a
+    cache reuses the plan of what it computes instead of making another batch."""
+    m = scene()
+    a = _fields.FieldSteps(m, ("qpos", "qvel"), ("qpos", "xpos"))
+    b = _fields.FieldSteps(m, ("qpos", "qvel"), ("qpos", "xpos"))
+    c = _fields.FieldSteps(m, ("qpos", "qvel"), ("qpos", "cvel"))
+    assert a.native(3) is b.native(3)
+    assert a.native(3) is not c.native(3) and a.native(3) is not a.native(4)
+    assert a.native(3) is not a.native(3, forward=True)

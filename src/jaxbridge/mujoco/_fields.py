@@ -27,6 +27,7 @@ that a closed loop's steps cost one copy in, MuJoCo's steps and one copy out.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -311,7 +312,9 @@ class FieldSteps:
             with self._lock:
                 r = self._native.get(key)
                 if r is None:
-                    r = self._native[key] = self._make_native(B, forward, name)
+                    what = (id(self.model), self.inputs, self.outputs, self.nstep, self.nthread)
+                    make = functools.partial(self._make_native, B, forward, name)
+                    r = self._native[key] = _native.plan((*what, B, forward), make)
         return r
 
     def _make_native(self, B: int, forward: bool, name: str) -> NativeRows:

@@ -27,6 +27,7 @@ import sys
 import tempfile
 import threading
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ import numpy as np
 
 from ._model import mj
 
-__all__ = ["TARGET", "NativeRows", "available", "callbacks_installed", "library", "why"]
+__all__ = ["TARGET", "NativeRows", "available", "callbacks_installed", "library", "plan", "why"]
 
 mujoco: Any = mj
 #: The FFI target of the compiled field call (CPU).
@@ -53,10 +54,12 @@ _CALLBACKS = (
 )
 
 _lock = threading.Lock()
+_plans_lock = threading.Lock()  # not `_lock`: making a plan may build the library
 _state: dict[str, Any] = {}
 #: Every plan made: a compiled program holds a plan's address as long as the process lives,
-#: so none is ever freed.
-_PLANS: list[NativeRows] = []
+#: so none is ever freed. By what it computes (`plan`), so that a field call made again (its
+#: `FieldSteps` dropped from a cache and rebuilt) reuses its plan.
+_PLANS: dict[tuple, NativeRows] = {}
 
 
 def _cache_dir() -> Path:
@@ -217,6 +220,16 @@ def _runs(cols: np.ndarray) -> np.ndarray:
 Output = tuple[str, Any, int]
 
 
+def plan(key: tuple, make: Callable[[], NativeRows]) -> NativeRows:
+    """The plan of `key` (what it computes, the model's identity first: plans keep their
+    models alive), made by `make` on first use and kept for the process."""
+    with _plans_lock:
+        rows = _PLANS.get(key)
+        if rows is None:
+            rows = _PLANS[key] = make()
+        return rows
+
+
 class NativeRows:
     """`B` rows of a field call in a batch of the compiled library's, on `model` (the
     caller's, kept alive with the plan): `inputs` the state columns of each input, `reset`
@@ -284,7 +297,6 @@ class NativeRows:
                     f"where {nbytes} are expected)"
                 )
         self.state = np.ctypeslib.as_array(lib.jb_rows_state(address), (B, self.nstate))
-        _PLANS.append(self)
 
     @property
     def calls(self) -> int:
