@@ -18,6 +18,9 @@ The load average is printed before and after. Rows:
   scan sums the observations and stacks the rewards and flags, so none is dead code).
 - `the same, returning only qpos, qvel`: that loop, its final Data reduced to `qpos` and
   `qvel`, so every other leaf is dead code (the engine computes only what is read).
+- `the first row on the Python path`: the first row's loop on a fresh environment lowered
+  with the compiled field call withheld (`jaxbridge.mujoco._native.withheld`), as where it
+  cannot be built: its host calls copy XLA's buffers into MuJoCo's rows in Python.
 - `Playground impl="jax"`: the same loop on `mujoco_playground.registry.load(name)` with
   `impl="jax"` (MJX's JAX engine on XLA's CPU backend), float32 as Playground runs it.
 - `Playground default`: the same loop on `registry.load(name)` as it comes (its default
@@ -56,6 +59,7 @@ from mujoco import rollout as mj_rollout
 from mujoco_playground import registry
 
 from jaxbridge import playground
+from jaxbridge.mujoco import _native
 
 ENVS = ("CheetahRun", "WalkerWalk", "HumanoidWalk")
 TARGET = 0.9  # jaxbridge.playground's steps/s against the floor's
@@ -63,9 +67,10 @@ TARGET = 0.9  # jaxbridge.playground's steps/s against the floor's
 FLOOR = "raw mujoco.rollout (the engine floor)"
 OURS = "jaxbridge.playground jit(scan(vmap(env.step))), float64"
 STATE = "the same, returning only qpos, qvel of the final Data"
+PYTHON = "the first row on the Python path (JAXBRIDGE_NATIVE=0)"
 PG_JAX = 'Playground impl="jax" (MJX on XLA:CPU), float32'
 PG_DEFAULT = 'Playground default (impl="warp" on the CPU), float32'
-ROWS = (FLOOR, OURS, STATE, PG_JAX, PG_DEFAULT)
+ROWS = (FLOOR, OURS, STATE, PYTHON, PG_JAX, PG_DEFAULT)
 
 #: Env steps a round, from the reset states. Random actions make C MuJoCo find more contacts
 #: than MJX's impl="jax" Data has slots for (walker: 5 of condim 3 in 4 slots at step 12 of
@@ -126,6 +131,15 @@ class Case:
             run_state = _loop(env, B, state_only=True)
             jax.block_until_ready(run_state(states, U_j))
         self.fns[STATE], self.steps[STATE] = lambda: _promoted(run_state, states, U_j), T
+        # The first row's loop with its host calls on the Python path, as where the compiled
+        # field call cannot be built: a fresh environment, lowered with the library withheld.
+        with _native.withheld("benchmarks/playground.py"), _promotion():
+            env_py = playground.load(name)
+            run_py = _loop(env_py, B)
+            states_py = jax.jit(jax.vmap(env_py.reset))(keys)
+            jax.block_until_ready(run_py(states_py, U_j))
+        self.fns[PYTHON] = lambda: _promoted(run_py, states_py, U_j)
+        self.steps[PYTHON] = T
 
         # The floor: one rollout of T * n_substeps physics steps, the controls held.
         model, spec = env.mj_model, mujoco.mjtState.mjSTATE_FULLPHYSICS
@@ -276,6 +290,7 @@ def main() -> None:
                 f"{floor:.2f}",
                 verdict(floor, TARGET, lower_is_better=False),
                 f"{rate[(e, b, STATE)] / rate[(e, b, FLOOR)]:.2f}",
+                f"{rate[(e, b, PYTHON)] / rate[(e, b, FLOOR)]:.2f}",
                 f"{ours / rate[(e, b, PG_JAX)]:.1f}",
                 f"{ours / rate[(e, b, PG_DEFAULT)]:.0f}" if (e, b, PG_DEFAULT) in rate else "—",
             )
@@ -289,6 +304,7 @@ def main() -> None:
                 "ours/floor",
                 f"target ≥ {TARGET:g}",
                 "qpos, qvel only/floor",
+                "Python path/floor",
                 'ours/impl="jax"',
                 "ours/default",
             ),

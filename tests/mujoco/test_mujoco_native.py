@@ -26,11 +26,11 @@ pytestmark = pytest.mark.skipif(
 
 
 @pytest.fixture
-def python_path(monkeypatch):
+def python_path():
     """The Python path: the library withheld, as where it cannot be built."""
     jax.clear_caches()
-    monkeypatch.setattr(_native, "_state", {"lib": None, "why": "withheld by the test"})
-    yield
+    with _native.withheld("withheld by the test"):
+        yield
     jax.clear_caches()
 
 
@@ -42,6 +42,9 @@ def test_the_compiled_call_builds_here():
     # gcc and g++ are on every machine this project runs on (and in CI): no silent fallback
     assert _native.available(), _native.why()
     assert _native.why() == ""
+    with _native.withheld("a test"):
+        assert not _native.available() and _native.why() == "a test"
+    assert _native.available() and _native.why() == ""
 
 
 def _loop(mx, n=6):
@@ -69,9 +72,8 @@ def test_a_scan_of_steps_runs_compiled_and_equals_the_python_path_and_raw_steps(
     assert _native.TARGET in text
     assert "output_operand_alias" in text or "output_to_operand_aliasing" in text
     final, seen = jax.jit(loop)(x0)
-    with monkeypatch.context() as p:
-        jax.clear_caches()
-        p.setattr(_native, "_state", {"lib": None, "why": "withheld by the test"})
+    jax.clear_caches()
+    with _native.withheld():
         assert _native.TARGET not in _hlo(loop, x0)
         final_py, seen_py = jax.jit(loop)(x0)
     jax.clear_caches()

@@ -18,6 +18,7 @@ jaxlib version.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import os
@@ -27,7 +28,7 @@ import sys
 import tempfile
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,16 @@ import numpy as np
 
 from ._model import mj
 
-__all__ = ["TARGET", "NativeRows", "available", "callbacks_installed", "library", "plan", "why"]
+__all__ = [
+    "TARGET",
+    "NativeRows",
+    "available",
+    "callbacks_installed",
+    "library",
+    "plan",
+    "why",
+    "withheld",
+]
 
 mujoco: Any = mj
 #: The FFI target of the compiled field call (CPU).
@@ -183,6 +193,23 @@ def library() -> ctypes.CDLL | None:
             _state["why"] = reason
             _state["lib"] = lib
     return _state["lib"]
+
+
+@contextlib.contextmanager
+def withheld(reason: str = "withheld") -> Iterator[None]:
+    """Within the block, field calls lowered afresh take the Python path, as where the
+    library cannot be built (for side-by-side checks and benchmarks of the two paths);
+    programs compiled before keep theirs. No warning is given."""
+    library()  # built first, so that leaving the block restores it
+    with _lock:
+        saved = dict(_state)
+        _state.update({"lib": None, "why": reason})
+    try:
+        yield
+    finally:
+        with _lock:
+            _state.clear()
+            _state.update(saved)
 
 
 def available() -> bool:
