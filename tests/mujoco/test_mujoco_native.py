@@ -185,3 +185,20 @@ def test_a_field_call_made_again_reuses_its_plan(x64):
     assert a.native(3) is b.native(3)
     assert a.native(3) is not c.native(3) and a.native(3) is not a.native(4)
     assert a.native(3) is not a.native(3, forward=True)
+
+
+def test_a_program_compiled_in_another_process_is_refused(x64):
+    """Every call carries its process's token: a program from JAX's persistent compilation
+    cache, compiled elsewhere, fails by name before its plan's address is read."""
+    m = scene()
+    steps = _fields.FieldSteps(m, ("qpos", "qvel"), ("qpos",))
+    rows = steps.native(2)
+    assert rows is not None
+    attributes = dict(rows.attributes([0]))
+    attributes["token"] = np.int64(rows.token ^ 1)  # another process's
+    call = jax.ffi.ffi_call(_native.TARGET, [jax.ShapeDtypeStruct((2, m.nq), np.float64)])
+    qpos, qvel = np.zeros((2, m.nq)), np.zeros((2, m.nv))
+    with pytest.raises(Exception, match="compiled in another process"):
+        jax.block_until_ready(jax.jit(lambda *a: call(*a, **attributes))(qpos, qvel))
+    good = jax.jit(lambda *a: call(*a, **rows.attributes([0])))(qpos, qvel)
+    np.testing.assert_array_equal(good[0], steps.step(qpos, qvel, exact=True)[0])

@@ -164,6 +164,12 @@ def _build() -> ctypes.CDLL:
     lib.jb_rows_add_field_output.argtypes = [vp, cp, ip, ip]
     lib.jb_rows_add_warning_output.restype = i
     lib.jb_rows_add_warning_output.argtypes = [vp]
+    lib.jb_rows_set_token.argtypes = [ctypes.c_int64]
+    token = 0
+    while not token:
+        token = int.from_bytes(os.urandom(8), "little", signed=True)
+    lib.jb_rows_set_token(token)
+    _state["token"] = token
     jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(lib.jb_rows_call), platform="cpu")
     return lib
 
@@ -289,6 +295,9 @@ class NativeRows:
         if not address:
             raise RuntimeError(f"mjb_makeBatch failed: {error.value.decode(errors='replace')}")
         self.model = model  # the plan runs on it: kept alive as long as the plan
+        # this process's: a program compiled in another (a persistent compilation cache's)
+        # is refused before the plan's address is read
+        self.token = int(_state["token"])
         self.address, self.B, self.forward = int(address), B, forward
         lib.jb_rows_set_name(address, name.encode())
         self.nstate = int(lib.jb_rows_nstate(address))
@@ -335,4 +344,8 @@ class NativeRows:
     def attributes(self, slots: Any) -> dict[str, Any]:
         """The FFI call's attributes for result buffers of outputs `slots` (indices into the
         plan's outputs)."""
-        return {"plan": np.int64(self.address), "slots": np.asarray(slots, np.int64)}
+        return {
+            "plan": np.int64(self.address),
+            "token": np.int64(self.token),
+            "slots": np.asarray(slots, np.int64),
+        }

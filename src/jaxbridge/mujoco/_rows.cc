@@ -103,6 +103,11 @@ bool ReadRuns(int nrun, const int* runs, std::vector<Run>* out) {
   return true;
 }
 
+// This process's token, random, set once when the library is loaded: every call carries the
+// token of the process that compiled it, so that a program compiled elsewhere (JAX's
+// persistent compilation cache) is refused before its plan address is read.
+int64_t g_token = 0;
+
 ffi::Error Fail(const Rows& p, const std::string& what) {
   return ffi::Error(ffi::ErrorCode::kInternal,
                     "host function '" + p.name + "' (jaxbridge.mujoco's compiled field call): " +
@@ -110,7 +115,14 @@ ffi::Error Fail(const Rows& p, const std::string& what) {
 }
 
 ffi::Error RowsCall(ffi::RemainingArgs args, ffi::RemainingRets rets, int64_t plan,
-                    ffi::Span<const int64_t> slots) {
+                    int64_t token, ffi::Span<const int64_t> slots) {
+  if (token != g_token || g_token == 0) {
+    return ffi::Error(ffi::ErrorCode::kFailedPrecondition,
+                      "jaxbridge.mujoco's compiled field call: this program was compiled in "
+                      "another process (JAX's persistent compilation cache?), and its MuJoCo "
+                      "batch lives there. Compile it again in this process: leave this "
+                      "program out of the cache, or clear the cache.");
+  }
   Rows& p = *reinterpret_cast<Rows*>(plan);
   if (args.size() != p.inputs.size() || rets.size() != slots.size()) {
     return Fail(p, "the call's buffers do not match its plan (" + std::to_string(args.size()) +
@@ -220,6 +232,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(jb_rows_call, RowsCall,
                                   .RemainingArgs()
                                   .RemainingRets()
                                   .Attr<int64_t>("plan")
+                                  .Attr<int64_t>("token")
                                   .Attr<ffi::Span<const int64_t>>("slots"));
 
 extern "C" {
@@ -252,6 +265,9 @@ void* jb_rows_new(const mjModel* m, int B, int nthread, int persistent, int forw
   p->defaults.assign(p->state, p->state + p->nstate);
   return p;
 }
+
+// Sets this process's token (once, when the library is loaded; nonzero).
+void jb_rows_set_token(int64_t token) { g_token = token; }
 
 // The plan's state rows (B x nstate), to read and write from Python.
 mjtNum* jb_rows_state(void* plan) { return static_cast<Rows*>(plan)->state; }
