@@ -107,7 +107,7 @@ class _FieldBatching(AbstractBatching):
             B, one = 1, True
         else:
             return None
-        rows, fail = steps.rows(B), call.fail
+        fail = call.fail
         shapes_in = [(1, *s) for s in steps.in_shapes]
         used = tuple(call.used_outputs)
         shapes_out = [(1, *s) for s, u in zip(steps.out_shapes, used) if u]
@@ -128,7 +128,9 @@ class _FieldBatching(AbstractBatching):
                     for i, t in zip(slots, targets):
                         full[i] = t
                     targets = full
-                rows.run(arrays, targets)
+                # the batch made on the first call (a dict lookup after it), not when lowered:
+                # where the compiled call serves, this Python twin never runs
+                steps.rows(B).run(arrays, targets)
             except Exception as e:
                 raise fail(e) from e
 

@@ -531,7 +531,6 @@ class Batching(AbstractBatching):
         in_flat = [(B, *s) for s in base.in_shapes]
         out_flat = [(B, *s) for s in base.out_shapes]
         nout, fail, resolved = len(base.outputs), call.fail, self.resolved
-        rows = base.rows(B, forward)
         plan = self.calls._plan
         nin = len(in_flat)
         # XLA's buffers already have the rows' shapes (one batch dimension): no reshape
@@ -551,12 +550,14 @@ class Batching(AbstractBatching):
                     arrays = [a.__array__().reshape(s) for a, s in zip(ins, in_flat)]
                     for k, o in zip(slots, outs):
                         targets[k] = o.__array__().reshape(out_flat[k])
+                # the batch made on the first call (a dict lookup after it), not when lowered:
+                # where the compiled call serves, this Python twin never runs
                 if resolved is None:
-                    rows.run(arrays, targets)
+                    base.rows(B, forward).run(arrays, targets)
                     return
                 fields, values = resolved.varying(ins[-1].__array__().reshape(B, -1))
                 if not fields:
-                    rows.run(arrays, targets)
+                    base.rows(B, forward).run(arrays, targets)
                     return
                 mine = plan(kind, used, fields, nstep).steps.rows(B, forward)
                 mine.run_with(arrays, targets, None, 0, None, values)

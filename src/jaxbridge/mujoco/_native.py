@@ -147,11 +147,7 @@ def _build() -> ctypes.CDLL:
     vp, ip, cp = ctypes.c_void_p, ctypes.POINTER(ctypes.c_int), ctypes.c_char_p
     i = ctypes.c_int
     lib.jb_rows_new.restype = vp
-    lib.jb_rows_new.argtypes = [vp, i, i, i, i, i, i, cp, i]
-    lib.jb_rows_state.restype = ctypes.POINTER(ctypes.c_double)
-    lib.jb_rows_state.argtypes = [vp]
-    lib.jb_rows_nstate.restype = i
-    lib.jb_rows_nstate.argtypes = [vp]
+    lib.jb_rows_new.argtypes = [vp, i, i, i, i, i, cp, i]
     lib.jb_rows_calls.restype = ctypes.c_int64
     lib.jb_rows_calls.argtypes = [vp]
     lib.jb_rows_set_name.argtypes = [vp, cp]
@@ -290,7 +286,7 @@ class NativeRows:
         stage = int(mujoco.mjtStage.mjSTAGE_ACC if forward else mujoco.mjtStage.mjSTAGE_NONE)
         error = ctypes.create_string_buffer(1000)
         address = lib.jb_rows_new(
-            model._address, B, nthread, 0, int(forward), nstep, stage, error, len(error)
+            model._address, B, nthread, int(forward), nstep, stage, error, len(error)
         )
         if not address:
             raise RuntimeError(f"mjb_makeBatch failed: {error.value.decode(errors='replace')}")
@@ -300,7 +296,6 @@ class NativeRows:
         self.token = int(_state["token"])
         self.address, self.B, self.forward = int(address), B, forward
         lib.jb_rows_set_name(address, name.encode())
-        self.nstate = int(lib.jb_rows_nstate(address))
 
         def ints(runs: np.ndarray) -> Any:
             return runs.ctypes.data_as(ctypes.POINTER(ctypes.c_int))
@@ -332,7 +327,6 @@ class NativeRows:
                     f"the compiled field call refused output {what!r} ({width} bytes a row "
                     f"where {nbytes} are expected)"
                 )
-        self.state = np.ctypeslib.as_array(lib.jb_rows_state(address), (B, self.nstate))
 
     @property
     def calls(self) -> int:

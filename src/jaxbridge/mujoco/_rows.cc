@@ -238,9 +238,9 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(jb_rows_call, RowsCall,
 extern "C" {
 
 // A plan of B simulations of model m (the caller's: it must outlive the plan) on nthread
-// threads; nullptr with the reason in error on failure.
-void* jb_rows_new(const mjModel* m, int B, int nthread, int persistent, int forward, int nstep,
-                  int stage, char* error, int error_sz) {
+// threads, one mjData per thread; nullptr with the reason in error on failure.
+void* jb_rows_new(const mjModel* m, int B, int nthread, int forward, int nstep, int stage,
+                  char* error, int error_sz) {
   if (!m || B < 1 || nstep < 1) {
     std::snprintf(error, error_sz, "bad plan arguments (B=%d, nstep=%d)", B, nstep);
     return nullptr;
@@ -248,7 +248,7 @@ void* jb_rows_new(const mjModel* m, int B, int nthread, int persistent, int forw
   mjBatchConfig config;
   mjb_defaultConfig(&config);
   config.nthread = nthread;
-  config.persistent = persistent ? 1 : 0;
+  config.persistent = 0;
   mjBatch* batch = mjb_makeBatch(m, B, &config, error, error_sz);
   if (!batch) return nullptr;
   Rows* p = new Rows();
@@ -268,11 +268,6 @@ void* jb_rows_new(const mjModel* m, int B, int nthread, int persistent, int forw
 
 // Sets this process's token (once, when the library is loaded; nonzero).
 void jb_rows_set_token(int64_t token) { g_token = token; }
-
-// The plan's state rows (B x nstate), to read and write from Python.
-mjtNum* jb_rows_state(void* plan) { return static_cast<Rows*>(plan)->state; }
-
-int jb_rows_nstate(void* plan) { return static_cast<Rows*>(plan)->nstate; }
 
 // The batch calls the plan has made.
 int64_t jb_rows_calls(void* plan) {
