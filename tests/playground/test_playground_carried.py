@@ -16,7 +16,7 @@ from mujoco import mjx
 from reference import actions
 
 from jaxbridge import playground
-from jaxbridge.mujoco import _mjx_data as L
+from jaxbridge.mujoco.mjx import _data as L
 from jaxbridge.playground import _carried
 
 NAME = "WalkerWalk"

@@ -20,7 +20,7 @@ except ImportError as _e:  # the optional extra is missing: say how to get it
         "`jaxbridge.playground` needs MuJoCo Playground: `pip install jaxbridge[playground]`"
     ) from _e
 
-from jaxbridge.mujoco._mjx_data import NotCarriedError as NotCarriedError
+from jaxbridge.mujoco.mjx._data import NotCarriedError as NotCarriedError
 
 from ._carried import carry_all as carry_all
 from ._load import load as load

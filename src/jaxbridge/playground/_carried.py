@@ -34,9 +34,9 @@ from jax._src import core as jax_core
 from jax._src.interpreters import partial_eval as pe
 
 from jaxbridge._primitive import host_call_p
-from jaxbridge.mujoco import _mjx_data as L
-from jaxbridge.mujoco import _mjx_step
-from jaxbridge.mujoco._mjx_model import resolve
+from jaxbridge.mujoco.mjx import _data as L
+from jaxbridge.mujoco.mjx import _step as _mjx_step
+from jaxbridge.mujoco.mjx._model import resolve
 
 from ._route import on_c_mujoco
 
@@ -121,7 +121,7 @@ def carry_all(env: Any) -> Any:
 
 def _layout(env: Any) -> L.Layout:
     """The Layout of the MjModel that runs `env`'s mjx.Model (the first one registered of its
-    bytes: `_mjx_model.resolve`)."""
+    bytes: `mjx._model.resolve`)."""
     return _mjx_step._model_for(resolve(env.mjx_model).mj_model).layout
 
 

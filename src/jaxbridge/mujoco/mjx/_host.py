@@ -2,7 +2,7 @@
 field calls (`_fields.FieldSteps`).
 
 `Calls.run(kind, inputs, live, B)` takes the `(B, *shape)` input leaves of `B` simulations (the
-`mjSTATE_INTEGRATION` state, `_mjx_data.INPUTS`), runs `mj_step` (`kind="step"`) or
+`mjSTATE_INTEGRATION` state, `_data.INPUTS`), runs `mj_step` (`kind="step"`) or
 `mj_forward` on all of them in one field call of the engine (`FieldSteps`: one `mujoco.batch`
 call on MuJoCo's threads, in C), and returns the live output leaves (`live`: their indices in
 the Layout) in MJX's shapes and float64. Each set of live leaves has its own `FieldSteps`, whose
@@ -28,10 +28,10 @@ import numpy as np
 from jaxbridge._base import AbstractBatching, InPlace, NativeCall
 from jaxbridge._batching import VECTORIZED
 
-from . import _mjx_data as L
-from . import _native
-from ._fields import FieldSteps
-from ._model import mj
+from . import _data as L
+from .. import _native
+from .._fields import FieldSteps
+from .._model import mj
 
 if TYPE_CHECKING:
     from jaxbridge._base import AbstractCall
@@ -120,7 +120,7 @@ class Calls:
         self._arena: tuple[Any, int, np.ndarray] | None = None
         self.contact_dtype = np.dtype([])
         # the inputs a call takes: the non-empty ones (an empty one has no columns in the
-        # rows; `_mjx_step` makes empty leaves in JAX)
+        # rows; `_step` makes empty leaves in JAX)
         self.inputs = tuple(
             name for name, _ in L.INPUTS if math.prod(layout.leaves[layout.index[name]].shape)
         )

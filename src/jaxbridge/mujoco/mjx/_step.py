@@ -1,15 +1,15 @@
 """`step(model, data)` and `forward(model, data)` on MJX's own types, computed by C MuJoCo.
 
 The JAX side of `jaxbridge.mujoco.mjx`. A call resolves the `mjx.Model` to its `MjModel`
-(`_mjx_model.resolve`), checks that the `mjx.Data` is one of that model's (its pytree
+(`_model.resolve`), checks that the `mjx.Data` is one of that model's (its pytree
 structure, shapes and dtypes are those `mjx.make_data` gives it), and makes ONE host call
-(`jaxbridge.host` with `_mjx_host.Batching`, a vectorised strategy: a `vmap` of it, nested or
+(`jaxbridge.host` with `_host.Batching`, a vectorised strategy: a `vmap` of it, nested or
 not, is one `mujoco.batch` call for the whole batch, and float64 state calls copy XLA's buffers
 straight into the engine's rows) whose inputs are the Data's `mjSTATE_INTEGRATION` leaves and whose
-outputs are the leaves a step makes (`_mjx_host.Calls`, on the engine's `FieldSteps`), with
+outputs are the leaves a step makes (`_host.Calls`, on the engine's `FieldSteps`), with
 `used_outputs`: only the leaves the program reads are computed and copied. The leaves no call
 changes (controls, applied forces, mocap poses, `eq_active`, userdata, MJX's `efc_type`) are
-the input's own arrays, and so are the entries MuJoCo leaves as they were (`_mjx_data.Layout`).
+the input's own arrays, and so are the entries MuJoCo leaves as they were (`_data.Layout`).
 A traced model (an argument of `jit`, batched under `vmap`) adds its values as a last input;
 the fields that differ from the registered model's run per row (`Resolved.varying`).
 
@@ -33,10 +33,10 @@ from jax.custom_derivatives import SymbolicZero
 
 import jaxbridge
 
-from . import _differences
-from . import _mjx_data as L
-from ._mjx_host import Batching, Calls
-from ._mjx_model import Resolved, resolve
+from .. import _differences
+from . import _data as L
+from ._host import Batching, Calls
+from ._model import Resolved, resolve
 
 __all__ = ["forward", "step"]
 
@@ -276,7 +276,7 @@ def _check_data(api: str, m: _Model, data: Any) -> list[Any]:
     impl = getattr(getattr(data, "impl", None), "value", None)
     if impl is not None and impl != "jax":
         raise ValueError(WRONG_DATA.format(what=f"an mjx.Data of impl {impl!r}", **fmt))
-    # a compact Data's placeholders (`_mjx_data.Missing`) stand where their fields would
+    # a compact Data's placeholders (`_data.Missing`) stand where their fields would
     flat, treedef = jax.tree_util.tree_flatten(data, is_leaf=L.is_missing)
     leaves = m.layout.leaves
     if len(flat) != len(leaves):

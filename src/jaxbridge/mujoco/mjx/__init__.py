@@ -19,7 +19,7 @@ except ImportError as e:  # the optional extra is missing: say how to get it
         "`jaxbridge.mujoco.mjx` needs MJX: `pip install jaxbridge[playground]` (or mujoco-mjx)"
     ) from e
 
-from ._mjx_model import put_model as put_model
-from ._mjx_model import register as register
-from ._mjx_step import forward as forward
-from ._mjx_step import step as step
+from ._model import put_model as put_model
+from ._model import register as register
+from ._step import forward as forward
+from ._step import step as step

@@ -34,8 +34,8 @@ import jax
 import numpy as np
 from jax import core as jax_core
 
-from ._fields import varies_per_row
-from ._model import mj
+from .._fields import varies_per_row
+from .._model import mj
 
 __all__ = ["Resolved", "put_model", "register", "resolve"]
 

@@ -29,7 +29,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from ._model import mj
+from .._model import mj
 
 __all__ = ["Layout", "INPUTS"]
 
