@@ -17,8 +17,8 @@ mjx = pytest.importorskip("mujoco.mjx")
 from mjx_models import chain, crowd, crowd_states, pendulum, scene, states  # noqa: E402
 
 from jaxbridge.mujoco import _fields  # noqa: E402
-from jaxbridge.mujoco.mjx import _host as _mjx_host  # noqa: E402
 from jaxbridge.mujoco import mjx as cmjx  # noqa: E402
+from jaxbridge.mujoco.mjx import _host as _mjx_host  # noqa: E402
 
 mujoco: Any = _mujoco  # MuJoCo ships no type stubs
 

@@ -19,8 +19,8 @@ mjx = pytest.importorskip("mujoco.mjx")
 from mjx_models import scene, states  # noqa: E402
 from test_mjx import assert_data_equal, raw  # noqa: E402
 
-from jaxbridge.mujoco.mjx import _host as _mjx_host  # noqa: E402
 from jaxbridge.mujoco import mjx as cmjx  # noqa: E402
+from jaxbridge.mujoco.mjx import _host as _mjx_host  # noqa: E402
 
 mujoco: Any = _mujoco  # MuJoCo ships no type stubs
 

@@ -28,10 +28,10 @@ import numpy as np
 from jaxbridge._base import AbstractBatching, InPlace, NativeCall
 from jaxbridge._batching import VECTORIZED
 
-from . import _data as L
 from .. import _native
 from .._fields import FieldSteps
 from .._model import mj
+from . import _data as L
 
 if TYPE_CHECKING:
     from jaxbridge._base import AbstractCall
