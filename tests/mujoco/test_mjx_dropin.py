@@ -56,12 +56,16 @@ def test_a_name_neither_has_raises_attribute_error():
     assert not hasattr(cmjx, "__wrapped__")  # dunder probes (inspect, doctest) are not forwarded
 
 
+def _noise(key, n: int):
+    return jax.random.uniform(key, (n,), minval=-0.02, maxval=0.02)
+
+
 def _tutorial(mjx, m: Any, d: Any, nsteps: int):
     """MJX's tutorial, as written for `from mujoco import mjx` (only `mjx` differs)."""
     mjx_model = mjx.put_model(m)
     mjx_data = mjx.put_data(m, d)
     rng = jax.random.split(jax.random.PRNGKey(0), 8)
-    batch = jax.vmap(lambda r: mjx_data.replace(qpos=jax.random.uniform(r, (m.nq,), minval=-0.02, maxval=0.02) + mjx_data.qpos))(rng)  # fmt: skip
+    batch = jax.vmap(lambda r: mjx_data.replace(qpos=mjx_data.qpos + _noise(r, m.nq)))(rng)
     jit_step = jax.jit(jax.vmap(mjx.step, in_axes=(None, 0)))
     for _ in range(nsteps):
         batch = jit_step(mjx_model, batch)
@@ -76,10 +80,8 @@ def test_a_tutorial_program_with_only_the_import_changed_equals_mj_step(x64):
     assert len(got) == 8
 
     # the reference: each row's initial state, stepped by C MuJoCo itself
-    start = jax.vmap(
-        lambda r: jax.random.uniform(r, (m.nq,), minval=-0.02, maxval=0.02)
-        + real_mjx.put_data(m, d).qpos
-    )(jax.random.split(jax.random.PRNGKey(0), 8))
+    keys = jax.random.split(jax.random.PRNGKey(0), 8)
+    start = jax.vmap(lambda r: real_mjx.put_data(m, d).qpos + _noise(r, m.nq))(keys)
     for i, row in enumerate(got):
         ref = mujoco.MjData(m)
         ref.qpos[:] = np.asarray(start[i])
