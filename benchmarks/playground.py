@@ -16,6 +16,9 @@ The load average is printed before and after. Rows:
 - `jaxbridge.playground`: `jit(scan(vmap(env.step)))` of `jaxbridge.playground.load(name)`,
   float64, as an RL user runs it: Playground's own observations, rewards and done flags (the
   scan sums the observations and stacks the rewards and flags, so none is dead code).
+- `the same in float32`: that loop with x64 off (Playground's default), on an environment
+  loaded with x64 off, the actions rounded to float32: the compiled field call widens and
+  rounds in C (a note says whether the lowered loop takes it).
 - `the same, returning only qpos, qvel`: that loop, its final Data reduced to `qpos` and
   `qvel`, so every other leaf is dead code (the engine computes only what is read).
 - `the first row on the Python path`: the first row's loop on a fresh environment lowered
@@ -66,11 +69,12 @@ TARGET = 0.9  # jaxbridge.playground's steps/s against the floor's
 
 FLOOR = "raw mujoco.rollout (the engine floor)"
 OURS = "jaxbridge.playground jit(scan(vmap(env.step))), float64"
+OURS32 = "the same in float32 (x64 off, Playground's default)"
 STATE = "the same, returning only qpos, qvel of the final Data"
 PYTHON = "the first row on the Python path (JAXBRIDGE_NATIVE=0)"
 PG_JAX = 'Playground impl="jax" (MJX on XLA:CPU), float32'
 PG_DEFAULT = 'Playground default (impl="warp" on the CPU), float32'
-ROWS = (FLOOR, OURS, STATE, PYTHON, PG_JAX, PG_DEFAULT)
+ROWS = (FLOOR, OURS, OURS32, STATE, PYTHON, PG_JAX, PG_DEFAULT)
 
 #: Env steps a round, from the reset states. Random actions make C MuJoCo find more contacts
 #: than MJX's impl="jax" Data has slots for (walker: 5 of condim 3 in 4 slots at step 12 of
@@ -127,6 +131,25 @@ class Case:
             U_j = jnp.asarray(U)
             jax.block_until_ready(run(states, U_j))
         self.fns[OURS], self.steps[OURS] = lambda: _promoted(run, states, U_j), T
+        # float32, x64 off (what Playground's users run): the same loop, the same actions
+        # rounded to float32, on an environment loaded with x64 off
+        with jax.enable_x64(False), _promotion():
+            env32 = playground.load(name)
+            states32 = jax.jit(jax.vmap(env32.reset))(keys)
+            run32 = _loop(env32, B)
+            U32 = jnp.asarray(U, jnp.float32)
+            compiled = _native.TARGET in run32.lower(states32, U32).as_text()
+            jax.block_until_ready(run32(states32, U32))
+        self.notes.append(
+            f"{name} B={B}: the float32 loop {'takes' if compiled else 'does NOT take'} the "
+            "compiled field call"
+        )
+
+        def call32(f=run32, s=states32, u=U32):
+            with jax.enable_x64(False), _promotion():
+                return f(s, u)
+
+        self.fns[OURS32], self.steps[OURS32] = call32, T
         with _promotion():
             run_state = _loop(env, B, state_only=True)
             jax.block_until_ready(run_state(states, U_j))
@@ -289,6 +312,8 @@ def main() -> None:
                 f"{e} B={b}",
                 f"{floor:.2f}",
                 verdict(floor, TARGET, lower_is_better=False),
+                f"{rate[(e, b, OURS32)] / rate[(e, b, FLOOR)]:.2f}",
+                verdict(rate[(e, b, OURS32)] / rate[(e, b, FLOOR)], TARGET, lower_is_better=False),
                 f"{rate[(e, b, STATE)] / rate[(e, b, FLOOR)]:.2f}",
                 f"{rate[(e, b, PYTHON)] / rate[(e, b, FLOOR)]:.2f}",
                 f"{ours / rate[(e, b, PG_JAX)]:.1f}",
@@ -301,8 +326,10 @@ def main() -> None:
             ratios,
             (
                 "case",
-                "ours/floor",
+                "ours/floor (f64)",
                 f"target ≥ {TARGET:g}",
+                "ours/floor (f32)",
+                f"target ≥ {TARGET:g} (f32)",
                 "qpos, qvel only/floor",
                 "Python path/floor",
                 'ours/impl="jax"',

@@ -203,3 +203,71 @@ def test_a_program_compiled_in_another_process_is_refused(x64):
         jax.block_until_ready(jax.jit(lambda *a: call(*a, **attributes))(qpos, qvel))
     good = jax.jit(lambda *a: call(*a, **rows.attributes([0])))(qpos, qvel)
     np.testing.assert_array_equal(good[0], steps.step(qpos, qvel, exact=True)[0])
+
+
+def _f32_batch(m, ds):
+    return jax.tree_util.tree_map(
+        lambda *x: (
+            jnp.stack(x).astype(jnp.float32) if jnp.stack(x).dtype == jnp.float64 else jnp.stack(x)
+        ),  # fmt: skip
+        *[mjx.put_data(m, d) for d in ds],
+    )
+
+
+def test_a_float32_scan_of_steps_runs_compiled_and_equals_the_python_path():
+    """x64 off (Playground's default): the same program takes the compiled call, MuJoCo's
+    float64 rows widened from and rounded to float32 in C, as the Python twin does."""
+    assert not jax.config.jax_enable_x64
+    m = scene()
+    ds = states(m, 4, seed=3)
+    with jax.enable_x64(True):
+        mx = cmjx.put_model(m)
+    x0 = _f32_batch(m, ds)
+    assert x0.qpos.dtype == jnp.float32
+    loop = _loop(mx)
+    text = _hlo(loop, x0)
+    assert _native.TARGET in text
+    assert "output_operand_alias" in text or "output_to_operand_aliasing" in text
+    final, seen = jax.jit(loop)(x0)
+    jax.clear_caches()
+    with _native.withheld():
+        assert _native.TARGET not in _hlo(loop, x0)
+        final_py, seen_py = jax.jit(loop)(x0)
+    jax.clear_caches()
+    for a, b in zip(
+        jax.tree_util.tree_leaves((final, seen)), jax.tree_util.tree_leaves((final_py, seen_py))
+    ):
+        assert a.dtype == b.dtype and np.asarray(a).dtype != np.float64
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_a_float32_step_is_mj_step_rounded_once():
+    """One step from float32 inputs: MuJoCo's step of the exactly widened state, each result
+    rounded once to float32 (bit for bit)."""
+    m = scene()
+    ds = states(m, 3, seed=5)
+    with jax.enable_x64(True):
+        mx = cmjx.put_model(m)
+    x0 = _f32_batch(m, ds)
+    read = ("qpos", "qvel", "qacc_warmstart", "sensordata", "xpos", "time")
+
+    def fields(d):  # the fields an environment reads (contacts take the generic path)
+        return {name: getattr(d, name) for name in read}
+
+    step = jax.jit(jax.vmap(lambda x: fields(cmjx.step(mx, x))))  # the model closed over
+    assert _native.TARGET in step.lower(x0).as_text()
+    out = step(x0)
+    for i in range(len(ds)):
+        d = mujoco.MjData(m)
+        for name in ("qpos", "qvel", "act", "ctrl", "qacc_warmstart", "time"):
+            value = np.asarray(getattr(x0, name)[i], np.float64)
+            if name == "time":
+                d.time = float(value)
+            else:
+                getattr(d, name)[:] = value
+        mujoco.mj_step(m, d)
+        for name in read[:-1]:
+            got = np.asarray(out[name][i])
+            assert got.dtype == np.float32
+            np.testing.assert_array_equal(got, np.asarray(getattr(d, name), np.float32), name)
+        assert out["time"][i] == np.float32(d.time)

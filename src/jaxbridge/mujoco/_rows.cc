@@ -48,6 +48,7 @@ struct Output {
   int width;              // bytes of the buffer's row
   std::vector<Run> runs;  // kState: the state columns (float64 columns of the buffer's row)
   const char* storage;    // kField: the bound field's (nsim x width bytes), mjb_output's
+  int elemsize = 8;       // kField: bytes of one element (8: mjtNum, 4: int)
 };
 
 // The physics callbacks (mjcb_*) the batch's threads would call. MuJoCo's Python bindings
@@ -143,10 +144,22 @@ ffi::Error RowsCall(ffi::RemainingArgs args, ffi::RemainingRets rets, int64_t pl
     auto buf = args.get<ffi::AnyBuffer>(k);
     if (buf.has_error()) return buf.error();
     const Input& in = p.inputs[k];
-    if (buf->element_type() != ffi::DataType::F64 ||
+    const bool f32 = buf->element_type() == ffi::DataType::F32;
+    if ((!f32 && buf->element_type() != ffi::DataType::F64) ||
         buf->element_count() != static_cast<size_t>(B) * in.width) {
       return Fail(p, "input " + std::to_string(k) + " is not (" + std::to_string(B) + ", " +
-                         std::to_string(in.width) + ") float64.");
+                         std::to_string(in.width) + ") float64 or float32.");
+    }
+    if (f32) {  // a float32 program (x64 off): widened exactly into MuJoCo's float64 rows
+      const float* src = static_cast<const float*>(buf->untyped_data());
+      for (int b = 0; b < B; ++b) {
+        const float* from = src + static_cast<size_t>(b) * in.width;
+        mjtNum* to = rows + static_cast<size_t>(b) * ns;
+        for (const Run& r : in.runs) {
+          for (int j = 0; j < r.width; ++j) to[r.row + j] = static_cast<mjtNum>(from[r.src + j]);
+        }
+      }
+      continue;
     }
     const double* src = static_cast<const double*>(buf->untyped_data());
     for (int b = 0; b < B; ++b) {
@@ -196,12 +209,35 @@ ffi::Error RowsCall(ffi::RemainingArgs args, ffi::RemainingRets rets, int64_t pl
       return Fail(p, "output slot " + std::to_string(slot) + " is not in the plan.");
     }
     const Output& out = p.outputs[slot];
-    if ((*buf)->size_bytes() != static_cast<size_t>(B) * out.width) {
+    // A float32 result of a float64 column or field (x64 off): each value rounded once, as
+    // NumPy's astype(float32) rounds it. Warning counts are int32 in every program.
+    const bool f32 = (*buf)->element_type() == ffi::DataType::F32;
+    const size_t want = static_cast<size_t>(B) * out.width / (f32 ? 2 : 1);
+    if ((f32 && (out.kind == kWarning || out.elemsize != 8 || out.width % 8 != 0)) ||
+        (*buf)->size_bytes() != want) {
       return Fail(p, "output " + std::to_string(k) + " has " +
-                         std::to_string((*buf)->size_bytes()) + " bytes, not " +
-                         std::to_string(static_cast<size_t>(B) * out.width) + ".");
+                         std::to_string((*buf)->size_bytes()) + " bytes" +
+                         (f32 ? " of float32" : "") + ", not " + std::to_string(want) + ".");
     }
     char* dst = static_cast<char*>((*buf)->untyped_data());
+    if (f32) {
+      float* to = reinterpret_cast<float*>(dst);
+      const int cols = out.width / 8;  // float64 columns of a row
+      if (out.kind == kState) {
+        for (int b = 0; b < B; ++b) {
+          const mjtNum* from = rows + static_cast<size_t>(b) * ns;
+          float* row = to + static_cast<size_t>(b) * cols;
+          for (const Run& r : out.runs) {
+            for (int j = 0; j < r.width; ++j) row[r.src + j] = static_cast<float>(from[r.row + j]);
+          }
+        }
+      } else {  // kField: mjb_output's float64 storage, nsim x width bytes
+        const double* from = reinterpret_cast<const double*>(out.storage);
+        const size_t n = static_cast<size_t>(B) * cols;
+        for (size_t i = 0; i < n; ++i) to[i] = static_cast<float>(from[i]);
+      }
+      continue;
+    }
     switch (out.kind) {
       case kState:
         for (int b = 0; b < B; ++b) {
@@ -321,7 +357,7 @@ int jb_rows_add_field_output(void* plan, const char* name, int* size, int* elems
   Rows* p = static_cast<Rows*>(plan);
   void* storage = mjb_output(p->batch, name, size, elemsize);
   if (!storage) return -1;
-  p->outputs.push_back(Output{kField, *size * *elemsize, {}, static_cast<const char*>(storage)});
+  p->outputs.push_back(Output{kField, *size * *elemsize, {}, static_cast<const char*>(storage), *elemsize});
   return static_cast<int>(p->outputs.size()) - 1;
 }
 

@@ -496,7 +496,14 @@ class Batching(AbstractBatching):
     def buffer_call(
         self, call: AbstractCall, in_shapes: Sequence[tuple], out_shapes: Sequence[tuple]
     ) -> Callable[..., None] | InPlace | NativeCall | None:
-        if call.fn is not self.fn or any(np.dtype(a.dtype) != np.float64 for a in call.in_avals):
+        if call.fn is not self.fn:
+            return None
+        dtypes = {np.dtype(a.dtype) for a in call.in_avals}
+        # float32 (x64 off, Playground's default): MuJoCo's float64 rows, each input widened
+        # exactly and each float result rounded once, in C (or the Python twin); contact
+        # reads, dense forms and per-row model values take the generic path there
+        f32 = dtypes == {np.dtype(np.float32)}
+        if dtypes != {np.dtype(np.float64)} and not (f32 and self.resolved is None):
             return None
         leaves = self.calls.layout.leaves
         flags = call.used_outputs
@@ -521,12 +528,17 @@ class Batching(AbstractBatching):
             return InPlace.by_name(fn, self.calls.inputs, in_shapes, names, out_shapes)
 
         if any(leaves[i].kind not in (L.STATE, L.BOUND) for i in used):
-            return in_place(self._converted(call, B, order))
+            return None if f32 else in_place(self._converted(call, B, order))
         kind, nstep, forward = self.kind, self.nstep, self.kind == "forward"
         base = self.calls._plan(kind, used, (), nstep).steps
         avals = [a for a, u in zip(call.spec.avals, flags) if u]
         slots = [base.outputs.index(leaves[i].name) for i in order]
-        if any(np.dtype(a.dtype) != base.out_dtypes[k] for a, k in zip(avals, slots)):
+        wide = np.dtype(np.float64)
+        if any(
+            np.dtype(a.dtype) != base.out_dtypes[k]
+            and not (f32 and np.dtype(a.dtype) == np.float32 and base.out_dtypes[k] == wide)
+            for a, k in zip(avals, slots)
+        ):
             return None  # an integer field whose dtype is not MuJoCo's
         in_flat = [(B, *s) for s in base.in_shapes]
         out_flat = [(B, *s) for s in base.out_shapes]
@@ -540,6 +552,8 @@ class Batching(AbstractBatching):
 
         def own(ctx: Any, outs: Any, *ins: Any) -> None:
             del ctx
+            if f32:
+                return narrow(outs, ins)
             try:
                 targets: list[Any] = [None] * nout
                 if flat:
@@ -561,6 +575,23 @@ class Batching(AbstractBatching):
                     return
                 mine = plan(kind, used, fields, nstep).steps.rows(B, forward)
                 mine.run_with(arrays, targets, None, 0, None, values)
+            except Exception as e:
+                raise fail(e) from e
+
+        def narrow(outs: Any, ins: Any) -> None:
+            """`own` of a float32 call: the rows' float64 inputs and results, widened and
+            rounded as the compiled call does (every input read before an output is written)."""
+            try:
+                arrays = [
+                    np.asarray(a.__array__(), np.float64).reshape(s) for a, s in zip(ins, in_flat)
+                ]
+                targets: list[Any] = [None] * nout
+                for k in slots:
+                    targets[k] = np.empty(out_flat[k], base.out_dtypes[k])
+                base.rows(B, forward).run(arrays, targets)
+                for k, o in zip(slots, outs):
+                    view = o.__array__()
+                    np.copyto(view, targets[k].reshape(view.shape), casting="same_kind")
             except Exception as e:
                 raise fail(e) from e
 
