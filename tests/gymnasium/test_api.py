@@ -247,6 +247,36 @@ def test_float32_without_x64_rounds_gymnasiums_numbers():
     np.testing.assert_allclose(r, r2, rtol=1e-4)
 
 
+def test_float32_steps_take_the_compiled_call_and_equal_the_python_path():
+    """x64 off: a vmapped step lowers to the compiled field call, which widens and rounds in
+    C exactly as the Python twin does (bit for bit)."""
+    if not _native.available():
+        pytest.skip(f"no compiled field call here: {_native.why()}")
+    env, n = jg.make("Hopper-v5"), 3
+    states = [env.state_from_gymnasium(g) for g in _gym_batch("Hopper-v5", n, 4)]
+    state = jax.tree_util.tree_map(lambda *a: jnp.stack(a), *states)
+    assert state.physics.dtype == jnp.float32
+    a = jnp.asarray(np.random.default_rng(2).uniform(-1, 1, (n, env.nu)), jnp.float32)
+
+    def loop(state, a):
+        def body(s, _):
+            s, obs, r, *_ = jax.vmap(env.step)(s, a)
+            return s, (obs, r)
+
+        return jax.lax.scan(body, state, length=3)
+
+    assert _native.TARGET in jax.jit(loop).lower(state, a).as_text()
+    got = jax.jit(loop)(state, a)
+    jax.clear_caches()
+    with _native.withheld():
+        assert _native.TARGET not in jax.jit(loop).lower(state, a).as_text()
+        want = jax.jit(loop)(state, a)
+    jax.clear_caches()
+    for x, y in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        assert np.asarray(x).dtype != np.float64
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
 def test_nested_and_broadcast_vmaps_are_the_flat_batch(x64):
     env = jg.make("Reacher-v5")
     keys = jax.random.split(jax.random.key(0), 6).reshape(2, 3)

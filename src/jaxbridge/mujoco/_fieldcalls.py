@@ -87,14 +87,19 @@ class _FieldBatching(AbstractBatching):
     def buffer_call(
         self, call: HostCall, in_shapes: Sequence[tuple], out_shapes: Sequence[tuple]
     ) -> InPlace | NativeCall | None:
-        """The fast path: float64 inputs under at most one `vmap` of all of them (or none), a
-        step (not a forward pass) with float64 outputs: MuJoCo's rows filled from XLA's input
-        buffers in one `np.concatenate` where the inputs lead a row, its outputs copied into
-        XLA's output buffers (a state field into its input's), no other NumPy call."""
+        """The fast path: float64 (or float32) inputs under at most one `vmap` of all of them
+        (or none), a step (not a forward pass) with outputs of that dtype: MuJoCo's rows
+        filled from XLA's input buffers in one `np.concatenate` where the inputs lead a row,
+        its outputs copied into XLA's output buffers (a state field into its input's), no
+        other NumPy call (in float32, one conversion of each array each way)."""
         calls = self.calls
         if call.fn is not calls._host_fn or calls.forward:
             return None
-        if any(np.dtype(a.dtype) != np.float64 for a in (*call.in_avals, *call.spec.avals)):
+        # float64, or float32 (x64 off) whose rows MuJoCo computes in float64: each input
+        # widened exactly and each result rounded once (in C, or as the Python twin does)
+        dtypes = {np.dtype(a.dtype) for a in (*call.in_avals, *call.spec.avals)}
+        f32 = dtypes == {np.dtype(np.float32)}
+        if dtypes != {np.dtype(np.float64)} and not f32:
             return None
         steps = calls.steps
         extra = {len(s) - len(c) for s, c in zip(in_shapes, steps.in_shapes)}
@@ -123,6 +128,10 @@ class _FieldBatching(AbstractBatching):
                 if one:
                     arrays = [a.reshape(s) for a, s in zip(arrays, shapes_in)]
                     targets = [t.reshape(s) for t, s in zip(targets, shapes_out)]
+                views = targets
+                if f32:  # MuJoCo's float64 rows: widened inputs, results rounded once below
+                    arrays = [np.asarray(a, np.float64) for a in arrays]
+                    targets = [np.empty(t.shape, np.float64) for t in views]
                 if partial:  # one entry per output, None where the program reads none
                     full: list[Any] = [None] * nout
                     for i, t in zip(slots, targets):
@@ -131,6 +140,9 @@ class _FieldBatching(AbstractBatching):
                 # the batch made on the first call (a dict lookup after it), not when lowered:
                 # where the compiled call serves, this Python twin never runs
                 steps.rows(B).run(arrays, targets)
+                if f32:
+                    for view, t in zip(views, (t for t in targets if t is not None)):
+                        np.copyto(view, t, casting="same_kind")
             except Exception as e:
                 raise fail(e) from e
 
