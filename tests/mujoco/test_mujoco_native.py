@@ -62,25 +62,30 @@ def _loop(mx, n=6):
     return loop
 
 
+def _compiled_and_python(loop, x0):
+    """`loop(x0)` compiled (its lowering holds the target and the state's aliases), and the
+    same on the Python path (the library withheld, no target), each leaf equal bit for bit."""
+    text = _hlo(loop, x0)
+    assert _native.TARGET in text
+    assert "output_operand_alias" in text or "output_to_operand_aliasing" in text
+    got = jax.jit(loop)(x0)
+    jax.clear_caches()
+    with _native.withheld():
+        assert _native.TARGET not in _hlo(loop, x0)
+        want = jax.jit(loop)(x0)
+    jax.clear_caches()
+    for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        assert np.asarray(a).dtype == np.asarray(b).dtype
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    return got
+
+
 def test_a_scan_of_steps_runs_compiled_and_equals_the_python_path_and_raw_steps(x64, monkeypatch):
     m = scene()
     mx = cmjx.put_model(m)
     ds = states(m, 4, seed=3)
     x0 = jax.tree_util.tree_map(lambda *x: jnp.stack(x), *[mjx.put_data(m, d) for d in ds])
-    loop = _loop(mx)
-    text = _hlo(loop, x0)
-    assert _native.TARGET in text
-    assert "output_operand_alias" in text or "output_to_operand_aliasing" in text
-    final, seen = jax.jit(loop)(x0)
-    jax.clear_caches()
-    with _native.withheld():
-        assert _native.TARGET not in _hlo(loop, x0)
-        final_py, seen_py = jax.jit(loop)(x0)
-    jax.clear_caches()
-    for a, b in zip(
-        jax.tree_util.tree_leaves((final, seen)), jax.tree_util.tree_leaves((final_py, seen_py))
-    ):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    _, seen = _compiled_and_python(_loop(mx), x0)
     qpos, qvel = seen[0], seen[1]
     for i, d in enumerate(ds):
         for t in range(qpos.shape[0]):
@@ -224,21 +229,8 @@ def test_a_float32_scan_of_steps_runs_compiled_and_equals_the_python_path():
         mx = cmjx.put_model(m)
     x0 = _f32_batch(m, ds)
     assert x0.qpos.dtype == jnp.float32
-    loop = _loop(mx)
-    text = _hlo(loop, x0)
-    assert _native.TARGET in text
-    assert "output_operand_alias" in text or "output_to_operand_aliasing" in text
-    final, seen = jax.jit(loop)(x0)
-    jax.clear_caches()
-    with _native.withheld():
-        assert _native.TARGET not in _hlo(loop, x0)
-        final_py, seen_py = jax.jit(loop)(x0)
-    jax.clear_caches()
-    for a, b in zip(
-        jax.tree_util.tree_leaves((final, seen)), jax.tree_util.tree_leaves((final_py, seen_py))
-    ):
-        assert a.dtype == b.dtype and np.asarray(a).dtype != np.float64
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    got = _compiled_and_python(_loop(mx), x0)
+    assert all(np.asarray(a).dtype != np.float64 for a in jax.tree_util.tree_leaves(got))
 
 
 def test_a_float32_step_is_mj_step_rounded_once():

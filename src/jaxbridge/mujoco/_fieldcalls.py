@@ -131,7 +131,7 @@ class _FieldBatching(AbstractBatching):
                 views = targets
                 if f32:  # MuJoCo's float64 rows: widened inputs, results rounded once below
                     arrays = [np.asarray(a, np.float64) for a in arrays]
-                    targets = [np.empty(t.shape, np.float64) for t in views]
+                    targets = wide = [np.empty(t.shape, np.float64) for t in views]
                 if partial:  # one entry per output, None where the program reads none
                     full: list[Any] = [None] * nout
                     for i, t in zip(slots, targets):
@@ -141,7 +141,7 @@ class _FieldBatching(AbstractBatching):
                 # where the compiled call serves, this Python twin never runs
                 steps.rows(B).run(arrays, targets)
                 if f32:
-                    for view, t in zip(views, (t for t in targets if t is not None)):
+                    for view, t in zip(views, wide):
                         np.copyto(view, t, casting="same_kind")
             except Exception as e:
                 raise fail(e) from e

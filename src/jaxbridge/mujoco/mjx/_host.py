@@ -552,8 +552,6 @@ class Batching(AbstractBatching):
 
         def own(ctx: Any, outs: Any, *ins: Any) -> None:
             del ctx
-            if f32:
-                return narrow(outs, ins)
             try:
                 targets: list[Any] = [None] * nout
                 if flat:
@@ -578,9 +576,10 @@ class Batching(AbstractBatching):
             except Exception as e:
                 raise fail(e) from e
 
-        def narrow(outs: Any, ins: Any) -> None:
+        def narrow(ctx: Any, outs: Any, *ins: Any) -> None:
             """`own` of a float32 call: the rows' float64 inputs and results, widened and
             rounded as the compiled call does (every input read before an output is written)."""
+            del ctx
             try:
                 arrays = [
                     np.asarray(a.__array__(), np.float64).reshape(s) for a, s in zip(ins, in_flat)
@@ -595,7 +594,7 @@ class Batching(AbstractBatching):
             except Exception as e:
                 raise fail(e) from e
 
-        python = in_place(own)
+        python = in_place(narrow if f32 else own)
         # No per-row model values (`resolved`: found on each call, in Python): the compiled
         # call, which does what `own` does in C, where it can be built (`_native`).
         native = None if resolved is not None else base.native(B, forward, call.name)
