@@ -29,7 +29,8 @@ class Part:
     `density` names the spectral density; `energy` is the EC or EL in front of it (scqubits'
     `branch_params` replaces it). `fixed_t` and `q_one_arg` reproduce Cos2PhiQubit's own
     methods: their spectral densities get scqubits' default T (0.015 K) whatever `T` is, and
-    call a `Q_cap`/`Q_ind` function with omega only.
+    call a `Q_cap`/`Q_ind` function with omega only. `option` stands in for the density's
+    option (`Q_cap`, `Q_ind`, ...) where the call leaves it None.
     """
 
     operator: Terms
@@ -37,6 +38,8 @@ class Part:
     energy: Callable[[Params], Any] | None = None
     fixed_t: bool = False
     q_one_arg: bool = False
+    option: Any = None  # the density's option (`Q_cap`, ...) where the call gives None: a
+    # Circuit branch's `Q_cap` / `Q_ind` aux parameter
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -19,7 +19,7 @@ from ..sympy._operators import (
     operator_sum,
     trig_keys,
 )
-from . import _errors
+from . import _circuit_noise, _errors
 from ._params import read_defaults
 from ._spec import Spec, ladder
 from ._terms import Fixed, Params, Spectral, Terms, fixed
@@ -209,6 +209,7 @@ def circuit(obj: Any, child: bool = False) -> Spec:
 
     spec.operator_fn = operator
     spec.dropped = parts.dropped
+    spec.channels_fn = lambda: _circuit_noise.channels(obj, parts.H, names, operator)
     return spec
 
 

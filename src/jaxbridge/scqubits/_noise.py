@@ -35,6 +35,14 @@ BAD_CHANNELS = (
     "The `noise_channels` argument should be one of {{str, list of str, or list of tuples}}; "
     "got {got!r}."
 )
+NO_CHANNEL = (
+    "`{kind}` model has no noise channel {name!r}; scqubits' `supported_noise_channels()` "
+    "of this object is {supported}."
+)
+LEVEL_BEYOND = (
+    "`{method}`: level index {level} is beyond this model's truncation: it has {dim} levels "
+    "(indices 0 to {last}). Use a smaller `i`/`j`, or larger cutoffs on the scqubits object."
+)
 UNEXPECTED = "`{method}()` got an unexpected keyword argument {name!r}; it takes {known}."
 
 _COMMON_ARGS = """
@@ -230,9 +238,12 @@ class NoiseMethods:
         table = self.__dict__.get("_noise_channels")
         if table is None:
             kind = self._spec.kind
-            if kind not in BUILDERS:
+            if self._spec.channels_fn is not None:
+                table = self._spec.channels_fn()  # a Circuit's (it raises if not generated)
+            elif kind in BUILDERS:
+                table = BUILDERS[kind](self._obj)
+            else:
                 raise RuntimeError(f"noise methods are not available for a `{kind}` model yet.")
-            table = BUILDERS[kind](self._obj)
             self.__dict__["_noise_channels"] = table
             self.__dict__["_noise_jit"] = {}
             engine = Engine(self._channel, self._noise_eigensys, self._noise_spectrum)
@@ -244,7 +255,11 @@ class NoiseMethods:
 
         Returns:
             The same list as `obj.supported_noise_channels()`.
+
+        Raises:
+            RuntimeError: a `Circuit` whose noise methods scqubits has not generated.
         """
+        self._noise_table()  # one error for a Circuit without noise methods, whatever is called
         return list(self._obj.supported_noise_channels())
 
     def effective_noise_channels(self) -> list[str]:
@@ -252,7 +267,11 @@ class NoiseMethods:
 
         Returns:
             The same list as `obj.effective_noise_channels()`.
+
+        Raises:
+            RuntimeError: as `supported_noise_channels`.
         """
+        self._noise_table()
         return list(self._obj.effective_noise_channels())
 
     def _channel(self, name: str) -> Channel:
@@ -276,6 +295,10 @@ class NoiseMethods:
             doc = f"scqubits' `{name}` of this model, with `params`.\n\n    Args:"
             method = channel_method(name, channel.signature, channel.kwargs, doc)
             return method.__get__(self)
+        if name.startswith(("t1_", "tphi_")):
+            supported = self.supported_noise_channels()
+            kind = self._spec.kind
+            raise AttributeError(NO_CHANNEL.format(kind=kind, name=name, supported=supported))
         raise AttributeError(f"`{type(self).__name__}` object has no attribute {name!r}")
 
     # -- options
@@ -436,6 +459,10 @@ class NoiseMethods:
     ) -> Any:
         engine: Engine = self.__dict__["_noise_engine"]
         k = 1 + max([1, *(max(engine.levels_of(n, o)) for n, _, o in plan)])
+        if k > self.dim:
+            raise ValueError(
+                LEVEL_BEYOND.format(method=method, level=k - 1, dim=self.dim, last=self.dim - 1)
+            )
         static = tuple(
             (n, scale, tuple(sorted((key, v) for key, v in o.items() if is_static(v))))
             for n, scale, o in plan

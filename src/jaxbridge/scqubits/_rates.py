@@ -24,7 +24,7 @@ from jax.core import Tracer
 
 from . import _params
 from ._channel import Channel
-from ._densities import OMEGA_LOW, T_EXP, Term, column, spectral_sum, term
+from ._densities import OMEGA_LOW, OPTION, T_EXP, Term, column, spectral_sum, term
 from ._terms import Params, Spectral, Terms, complex_of
 
 BAD_LEVELS = "Level indices 'i' and 'j' must be different, and i,j>=0; got i={i!r}, j={j!r}."
@@ -267,7 +267,9 @@ class Engine:
         override = o.get("noise_op") or o.get("noise_op_method")
         for part in channel.parts:
             op = override if override is not None else part.operator
-            found = term(part.density, o, p, part.energy, part.fixed_t, part.q_one_arg)
+            key = OPTION[part.density]
+            po = {**o, key: part.option} if part.option is not None and o.get(key) is None else o
+            found = term(part.density, po, p, part.energy, part.fixed_t, part.q_one_arg)
             rates.relaxation(scale, op, i, j, found)
 
 

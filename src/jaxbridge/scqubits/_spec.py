@@ -33,6 +33,8 @@ class Spec:
         operator_fn: for a `Circuit`, any operator (a name or a SymPy expression) as `Terms`.
         dropped: for a `Circuit`, symbolic parameters scqubits folded into numbers (not
             differentiable).
+        channels_fn: for a `Circuit`, its noise channels (`_circuit_noise.channels`), read
+            when a noise method is first called.
     """
 
     defaults: dict[str, float]
@@ -42,6 +44,7 @@ class Spec:
     kind: str = ""
     operator_fn: Callable[[Any], Terms] | None = None
     dropped: list[str] = dataclasses.field(default_factory=list)
+    channels_fn: Callable[[], dict[str, Any]] | None = None
 
 
 def dense(m: Any) -> np.ndarray:
