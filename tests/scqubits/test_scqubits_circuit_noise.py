@@ -232,3 +232,73 @@ def test_an_aux_parameter_scqubits_cannot_read_raises():
     )
     assert message.startswith(head)
     assert "does not evaluate to a real number at omega=2 pi 5, T=0.015" in message
+
+
+# -- custom channels: scqubits' generic `t1`, `tphi_1_over_f`, `transition_energy_derivative`
+
+
+def _spectral(omega, T):
+    return 1e-7 * jnp.abs(omega) * (1 + 1 / jnp.tanh(jnp.abs(omega) / (40 * T)))
+
+
+def _spectral_np(omega, T):
+    return 1e-7 * np.abs(omega) * (1 + 1 / np.tanh(np.abs(omega) / (40 * T)))
+
+
+def test_custom_channels_equal_scqubits_on_a_qubit():
+    obj = scq.Fluxonium(EJ=8.9, EC=2.5, EL=0.5, flux=0.33, cutoff=40)
+    m = jbq.model(obj)
+    n = obj.n_operator()
+    for total in (True, False):
+        got = m.t1(2, 0, "n_operator", _spectral, T=0.02, total=total)
+        want = obj.t1(2, 0, n, _spectral_np, T=0.02, total=total)
+        np.testing.assert_allclose(float(got), want, rtol=1e-8)
+    d_flux = obj.d_hamiltonian_d_flux()
+    got = m.tphi_1_over_f(1e-6, 0, 1, d_flux, omega_low=1e-8, get_rate=True)
+    want = obj.tphi_1_over_f(1e-6, 0, 1, d_flux, omega_low=1e-8, get_rate=True)
+    np.testing.assert_allclose(float(got), want, rtol=1e-8)
+    # the transition energy's flux derivative against central differences of scqubits
+    h, levels = 1e-6, []
+    for f in (0.33 + h, 0.33 - h):
+        obj.flux = f
+        levels.append(obj.eigenvals(3))
+    obj.flux = 0.33
+    fd = ((levels[0][2] - levels[0][0]) - (levels[1][2] - levels[1][0])) / (2 * h)
+    got = m.transition_energy_derivative(2, 0, hamiltonian_derivative="flux")
+    assert got.shape == (1,)
+    np.testing.assert_allclose(float(got[0]), fd, rtol=1e-6)
+    # with scqubits' own esys and operator: scqubits' own function
+    esys = obj.eigensys(3)
+    want = obj.transition_energy_derivative(2, 0, esys, d_flux)
+    got = m.transition_energy_derivative(2, 0, esys, d_flux)
+    np.testing.assert_allclose(np.asarray(got), np.real(want), rtol=1e-8)
+
+
+def test_custom_channels_on_a_circuit_and_their_gradients():
+    import sympy
+
+    c = _make("fluxonium")
+    m = jbq.model(c)
+    q = c.Q1_operator()
+    q = q.full() if hasattr(q, "full") else q
+    got = m.t1(1, 0, sympy.Symbol("Q1"), _spectral, T=0.015)
+    np.testing.assert_allclose(float(got), c.t1(1, 0, q, _spectral_np), rtol=1e-8)
+    theta = c.θ1_operator()
+    theta = theta.full() if hasattr(theta, "full") else theta
+    got = m.tphi_1_over_f(1e-6, 0, 1, "θ1_operator")
+    np.testing.assert_allclose(float(got), c.tphi_1_over_f(1e-6, 0, 1, theta), rtol=1e-8)
+    rate = lambda f, t: m.t1(1, 0, "Q1_operator", _spectral, T=t, params={"Φ1": f}, get_rate=True)
+    check_grads(rate, (0.37, 0.02), order=1, modes=("fwd", "rev"), rtol=1e-6)
+    fluxes = jnp.array([0.3, 0.4])
+    batch = m.tphi_1_over_f(1e-6, 0, 1, "θ1_operator", params={"Φ1": fluxes})
+    assert batch.shape == (2,)
+
+
+def test_custom_channel_bad_levels_raise():
+    obj = scq.Transmon(EJ=20.0, EC=0.3, ng=0.0, ncut=3)
+    m = jbq.model(obj)
+    with pytest.raises(ValueError) as e:
+        m.t1(7, 0, "n_operator", _spectral)
+    assert str(e.value) == LEVEL_BEYOND.format(method="t1", level=7, dim=7, last=6)
+    with pytest.raises(ValueError, match="must be different"):
+        m.tphi_1_over_f(1e-4, 1, 1, "n_operator")

@@ -15,12 +15,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 
-from . import _channel
+from . import _channel, _params
 from ._channel import Channel
-from ._densities import units
+from ._densities import OMEGA_LOW, T_DEFAULT, T_EXP, units
 from ._eigen import NoiseSpectrum, eigh_k
-from ._rates import Engine, is_static
+from ._rates import Elements, Engine, is_static, levels, time_of
 from ._terms import Params, Terms
 from .qubits import CHANNELS as BUILDERS
 
@@ -440,6 +442,176 @@ class NoiseMethods:
         """
         plan = self._effective_plan(noise_channels, common_noise_options, "tphi")
         return self._evaluate_plan(plan, esys, get_rate, params, "t2_effective")
+
+    # -- custom channels (scqubits' generic `t1`, `tphi_1_over_f`, `transition_energy_derivative`)
+
+    def _custom(
+        self, method: str, op: Any, i: int, j: int, esys: Any, params: Any, fn: Callable
+    ) -> Any:
+        """`fn(w, <a|op|b>)` at every point of the params' batch: one eigensystem a point (or
+        the given `esys`), the elements of `op` between its levels."""
+        i, j = levels({"i": i, "j": j})
+        k = max(i, j) + 1
+        if k > self.dim:
+            raise ValueError(
+                LEVEL_BEYOND.format(method=method, level=k - 1, dim=self.dim, last=self.dim - 1)
+            )
+        if isinstance(op, list):  # scqubits takes a list's first operator
+            op = op[0]
+        elements = Elements((self._noise_operator(op),))
+        values = self._values(params, method)  # pyright: ignore[reportAttributeAccessIssue] - Model's
+
+        def one(p: Params, es: Any) -> Any:
+            w, v = self._noise_eigensys(p, k) if es is None else es
+            return fn(w, elements(p, v[:, :k])[0])
+
+        if esys is None:
+            return _params.map_batch(lambda p: one(p, None), values)
+        es = tuple(jnp.asarray(x) for x in esys)
+        return _params.map_batch(one, values, es, core_ndims=(0, (1, 2)))
+
+    def t1(
+        self,
+        i: int,
+        j: int,
+        noise_op: Any,
+        spectral_density: Callable[[Any, Any], Any],
+        T: Any = T_DEFAULT,
+        total: bool = True,
+        esys: tuple[Any, Any] | None = None,
+        get_rate: bool = False,
+        *,
+        params: ParamsArg = None,
+    ) -> Any:
+        """A channel of your own by Fermi's golden rule (scqubits' generic `t1`).
+
+        `1 / T1 = |<i|O|j>|^2 (S(omega, T) + S(-omega, T))` (only `S(omega, T)` unless
+        `total`), `omega = 2 pi (E_i - E_j)` in system units.
+
+        Args:
+            i, j: the transition i -> j (static integers).
+            noise_op: the operator `O`: the name of one of the model's operators (recomputed
+                at `params` where it depends on them), a fixed `(N, N)` matrix (NumPy, SciPy
+                sparse or qutip), or for a `Circuit` a SymPy expression in its variables.
+            spectral_density: `S(omega, T)`, written with `jax.numpy` (it is traced).
+            T: the temperature (a number or a JAX value).
+            total: both directions (True) or i -> j only.
+            esys, get_rate, params: as for `t1_capacitive`.
+
+        Returns:
+            The time (`inf` where the rate is 0) or rate, with the params' batch shape;
+            differentiable in the params and `T` (float64 with x64).
+
+        Raises:
+            ValueError: `i == j`, a negative level, or a level beyond the truncation.
+
+        Example:
+            >>> import jax, jax.numpy as jnp, scqubits, jaxbridge.scqubits as jbq
+            >>> m = jbq.model(scqubits.Transmon(EJ=20.0, EC=0.3, ng=0.0, ncut=10))
+            >>> s = lambda omega, T: 1e-6 * jnp.abs(omega)
+            >>> float(m.t1(1, 0, "n_operator", s, get_rate=True)) > 0
+            True
+        """
+
+        def fn(w: Any, m: Any) -> Any:
+            omega = 2 * np.pi * (w[i] - w[j])
+            s = spectral_density(omega, T)
+            if total:
+                s = s + spectral_density(-omega, T)
+            rate = (jnp.real(m[i, j]) ** 2 + jnp.imag(m[i, j]) ** 2) * s
+            return rate if get_rate else time_of(rate)
+
+        return self._custom("t1", noise_op, i, j, esys, params, fn)
+
+    def tphi_1_over_f(
+        self,
+        A_noise: Any,
+        i: int,
+        j: int,
+        noise_op: Any,
+        esys: tuple[Any, Any] | None = None,
+        get_rate: bool = False,
+        *,
+        params: ParamsArg = None,
+        **kwargs: Any,
+    ) -> Any:
+        """1/f dephasing by an operator of your own (scqubits' generic `tphi_1_over_f`).
+
+        `1 / Tphi = 2 pi A_noise sqrt(2 |ln(omega_low t_exp)|) |<i|O|i> - <j|O|j>|`.
+
+        Args:
+            A_noise: the noise amplitude (a number or a JAX value).
+            i, j: the two levels (static).
+            noise_op: as for `t1`; typically a Hamiltonian derivative.
+            esys, get_rate, params: as for `t1_capacitive`.
+            **kwargs: `omega_low` and `t_exp` (scqubits' defaults 2 pi 1e-9 and 1e4); others
+                are accepted and unused, as in scqubits.
+
+        Returns:
+            The time or rate, with the params' batch shape (see `tphi_1_over_f_flux` on the
+            derivative at a sweet spot).
+
+        Raises:
+            ValueError: as `t1`.
+        """
+        low, t_exp = kwargs.get("omega_low", OMEGA_LOW), kwargs.get("t_exp", T_EXP)
+
+        def fn(w: Any, m: Any) -> Any:
+            shift = jnp.abs(jnp.real(m[i, i]) - jnp.real(m[j, j]))
+            rate = shift * A_noise * jnp.sqrt(2 * jnp.abs(jnp.log(low * t_exp))) * 2 * np.pi
+            return rate if get_rate else time_of(rate)
+
+        return self._custom("tphi_1_over_f", noise_op, i, j, esys, params, fn)
+
+    def transition_energy_derivative(
+        self,
+        ni: int,
+        nf: int,
+        esys: tuple[Any, Any] | None = None,
+        hamiltonian_derivative: Any = None,
+        *,
+        params: ParamsArg = None,
+    ) -> Any:
+        """`<ni|dH|ni> - <nf|dH|nf>`, the first derivative of the transition energy along `dH`
+        (scqubits' `transition_energy_derivative`, which returns it as a 1-element array).
+
+        Args:
+            ni, nf: the two levels (static).
+            esys: as for `t1_capacitive` (None: diagonalise at `params`).
+            hamiltonian_derivative: the operator `dH`, as `noise_op` of `t1` (a list: its
+                first entry, as scqubits), or a parameter's name (`"flux"`, `"EJ"`, ...):
+                `d_hamiltonian` of it at `params`.
+            params: as for `Model.hamiltonian`.
+
+        Returns:
+            `(*batch, 1)`, the real part (the operator is Hermitian).
+
+        Raises:
+            ValueError: as `t1`.
+        """
+        op = hamiltonian_derivative
+        if isinstance(op, str) and op in getattr(self, "params", {}):
+            op = self._parameter_derivative(op)
+
+        def fn(w: Any, m: Any) -> Any:
+            return jnp.real(m[ni, ni] - m[nf, nf])[None]
+
+        return self._custom("transition_energy_derivative", op, ni, nf, esys, params, fn)
+
+    def _parameter_derivative(self, name: str) -> Terms:
+        """`d H / d name` as `Terms` of the parameters (a forward derivative of each term's
+        coefficient)."""
+        cache = self.__dict__.setdefault("_parameter_derivatives", {})
+        if name not in cache:
+            terms = self._spec.terms
+
+            def coefficients(p: Params) -> list[Any]:
+                tangent = {n: jnp.zeros_like(jnp.asarray(v)) for n, v in p.items()}
+                tangent[name] = jnp.ones_like(jnp.asarray(p[name]))
+                return list(jax.jvp(terms.coefficients, (p,), (tangent,))[1])
+
+            cache[name] = Terms(terms.operators, coefficients)
+        return cache[name]
 
     # -- evaluation
 
