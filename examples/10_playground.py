@@ -17,7 +17,12 @@ length (the return a 1000-step episode at that rate would have), and the returns
 episodes that ended. It is drawn beside Playground's result for this environment: see
 `PLAYGROUND` below for what was found and where.
 
-    python examples/10_playground.py [--quick] [--steps N] [--out DIR]
+After training, the trained policy (its mean action) drives one environment and Playground's
+own `env.render` draws it: `playground_policy.gif` in the output folder. The OpenGL backend is
+chosen headless (EGL, then OSMesa: `jaxbridge.render.use_headless_gl`) before MuJoCo is
+imported; where none renders, one line says so (naming `MUJOCO_GL`) and the run goes on.
+
+    python examples/10_playground.py [--quick] [--steps N] [--out DIR] [--no-video]
 """
 
 from __future__ import annotations
@@ -130,7 +135,23 @@ def trainer(ppo: Any, env: Any, key: jax.Array, episode_length: int):
         box[0] = (state, env_state, clock, key)
         return jax.block_until_ready(metrics)
 
-    return run
+    return run, lambda: box[0][0]
+
+
+def policy_video(ppo: Any, state: Any, env: Any, steps: int, out: pathlib.Path) -> pathlib.Path:
+    """The trained policy's mean action driving one environment for `steps` steps, rendered
+    by Playground's `env.render` (every second step) into a GIF."""
+    from jaxbridge.render import frames, write_gif
+
+    def body(s, _):
+        mean, _, _ = ppo.apply(state.params, state.obs_moments.normalize(s.obs.astype(F32)))
+        s = env.step(s, jnp.clip(mean, ppo.low, ppo.high).astype(s.obs.dtype))
+        return s, s
+
+    first = env.reset(jax.random.key(7))
+    _, trajectory = jax.jit(lambda s: jax.lax.scan(body, s, None, length=steps))(first)
+    images = frames(env, trajectory, height=240, width=320)[::2]
+    return write_gif(images, out / "playground_policy.gif", fps=1 / (2 * env.dt))
 
 
 def main() -> None:
@@ -138,8 +159,17 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a few updates (the tests)")
     parser.add_argument("--steps", type=int, help="env steps (default 200k)")
     parser.add_argument("--out", default="playground-output", help="folder for the figure")
+    parser.add_argument("--no-video", action="store_true", help="no GIF of the trained policy")
     args = parser.parse_args()
     began = time.perf_counter()
+    from jaxbridge.render import GLUnavailableError, use_headless_gl
+
+    no_gl = None
+    if not args.no_video:
+        try:
+            use_headless_gl()  # before MuJoCo is imported: it binds its backend once
+        except GLUnavailableError as e:
+            no_gl = e
     from jaxbridge import playground
 
     env = playground.load(ENV)
@@ -159,7 +189,7 @@ def main() -> None:
     ppo = ppo_lib.PPO(cfg, int(env.observation_size), space, num_updates)
     with jax.numpy_rank_promotion("allow"), jax.numpy_dtype_promotion("standard"):
         start = time.perf_counter()
-        run = trainer(ppo, env, jax.random.key(1), episode_length)
+        run, trained = trainer(ppo, env, jax.random.key(1), episode_length)
         setup = time.perf_counter() - start
         rates, ended, times = [], [], []
         for i in range(num_updates):
@@ -182,6 +212,14 @@ def main() -> None:
     )
     figure = plot(rates, ended, batch, episode_length, pathlib.Path(args.out))
     print(f"learning curve saved to {figure}")
+    if no_gl is not None:
+        print(f"no video: {no_gl}")
+    elif not args.no_video:
+        with jax.numpy_rank_promotion("allow"), jax.numpy_dtype_promotion("standard"):
+            video = policy_video(
+                ppo, trained(), env, 60 if args.quick else 300, pathlib.Path(args.out)
+            )
+        print(f"video of the trained policy saved to {video}")
     print(f"whole run: {time.perf_counter() - began:.1f} s")
     untrained = rates[min(7, len(rates) - 1)]  # every phase of an episode in the rollout
     print(

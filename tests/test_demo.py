@@ -8,7 +8,7 @@ from pathlib import Path
 from jaxbridge._demo import STAGES, run, title
 
 # A path in a report line: a folder, a name with one of the extensions the stages write.
-_PATH = re.compile(r"[\w./-]*/[\w.-]+\.(?:png|txt|json|csv|npz)\b")
+_PATH = re.compile(r"[\w./-]*/[\w.-]+\.(?:png|gif|txt|json|csv|npz)\b")
 
 
 def named_paths(summary: str, cwd: Path) -> list[Path]:
@@ -119,6 +119,13 @@ def test_demo_quick(tmp_path):
     for figure in (*figures, "fluxonium_spectrum.png", "ppo_hopper.png"):
         data = (out / figure).read_bytes()
         assert data.startswith(b"\x89PNG") and len(data) > 10_000, figure
+    # The Playground stage's video of its trained policy, or the one line saying why not.
+    video = out / "playground_policy.gif"
+    if "no video: " in summary:
+        assert "no video: MuJoCo cannot render here: MUJOCO_GL=" in summary, summary
+    else:
+        assert f"video of the trained policy saved to {video}" in summary, summary
+        assert video.read_bytes().startswith(b"GIF89a"), summary
     assert "step/s" in result.stderr  # the training progress bars (tqdm writes to stderr)
     # Every file the report names exists where it says, and names every figure written.
     named = named_paths(summary, tmp_path)

@@ -10,6 +10,9 @@ jitted function over `jax.vmap(env.step)`.
   first, moved it by only a few percent).
 - `--quick` (the tests) runs 4 updates.
 - The script alone trains 200k steps (`python examples/10_playground.py`).
+- Then the trained policy drives one environment and Playground's `env.render` draws it:
+  `demo-output/playground_policy.gif` (EGL, then OSMesa; where neither renders, one line
+  naming `MUJOCO_GL` says so and the demo goes on without the video).
 """
 
 from __future__ import annotations
@@ -22,7 +25,13 @@ from ._common import example, needs, run_script
 STEPS = 163_840
 
 #: The lines of the script's output that go into the demo's report.
-_REPORTED = ("PPO on Playground's", "setup and compile", "CartpoleBalance: reward per step")
+_REPORTED = (
+    "PPO on Playground's",
+    "setup and compile",
+    "CartpoleBalance: reward per step",
+    "video of the trained policy",
+    "no video:",
+)
 
 
 def stage(report: list[str], *, quick: bool, out: pathlib.Path) -> None:
