@@ -122,7 +122,7 @@ def carry_all(env: Any) -> Any:
 def _layout(env: Any) -> L.Layout:
     """The Layout of the MjModel that runs `env`'s mjx.Model (the first one registered of its
     bytes: `mjx._model.resolve`)."""
-    return _mjx_step._model_for(resolve(env.mjx_model).mj_model).layout
+    return _mjx_step._model_for(resolve(env.mjx_model)).layout
 
 
 def _same(a: L.Layout, b: L.Layout) -> bool:

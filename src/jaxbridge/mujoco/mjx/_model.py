@@ -21,12 +21,21 @@ leaves) against them:
 
 An mjx.Model whose structure no registered model has is refused with the fix; so are Warp and
 C (`impl="cpp"`) models.
+
+What jaxbridge keeps for a registered model (its entry, the copies with other values, and
+through `Resolved.cache` the step's plans, batches and layouts) lives as long as an mjx.Model
+object registered for it does (`put_model`'s result, or the one given to `register`): when the
+last of those is collected, the entry goes, and with it the MjModel, unless the user holds it.
+A sweep over morphologies that makes and drops models therefore keeps nothing of them (a test
+bounds it). An mjx.Model derived from a registered one (`mx.replace(...)`, `jax.device_put`,
+a vmapped randomisation) is served while its registered original is alive.
 """
 
 from __future__ import annotations
 
 import copy
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,6 +123,17 @@ class _Entry:
     saved: bytes
     variants: dict[bytes, Any] = field(default_factory=dict)
     others: int = 0
+    #: The registered mjx.Model objects still alive (the entry goes when none is).
+    holders: int = 0
+    #: What the step keeps for each C model of the entry (its own and each variant): by id,
+    #: beside the model itself, so that a reused id never finds another model's.
+    caches: dict[int, tuple[Any, dict[Any, Any]]] = field(default_factory=dict)
+
+    def cache_of(self, mj_model: Any) -> dict[Any, Any]:
+        hit = self.caches.get(id(mj_model))
+        if hit is None or hit[0] is not mj_model:
+            hit = self.caches[id(mj_model)] = (mj_model, {})
+        return hit[1]
 
     def same(self, leaves: list[np.ndarray]) -> bool:
         """Whether `leaves` are this model's, in their own dtype (float32 with x64 off)."""
@@ -133,6 +153,8 @@ class Resolved:
     names: tuple[str, ...]
     expected: np.ndarray
     sizes: tuple[int, ...]
+    #: What the step keeps for `mj_model` (its plans and layout), dropped with the entry.
+    cache: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
     # The last call's values and answer: a randomised model's values stay the same from one
     # step to the next.
     _last: list[Any] = field(default_factory=list, compare=False, repr=False)
@@ -190,6 +212,50 @@ def _batch_field(name: str) -> str | None:
 
 _lock = threading.Lock()
 _registry: dict[Any, list[_Entry]] = {}
+#: Entries whose last registered mjx.Model was collected, to be removed under `_lock`: a
+#: finalizer may run inside `register` or `resolve` (any allocation can start a collection),
+#: where this thread holds the lock already.
+_released: list[tuple[Any, _Entry]] = []
+
+
+def _release(treedef: Any, entry: _Entry) -> None:
+    """A registered mjx.Model of `entry` was collected (a `weakref.finalize` callback)."""
+    _released.append((treedef, entry))
+    if _lock.acquire(blocking=False):  # else this thread holds it: the holder sweeps
+        try:
+            _sweep()
+        finally:
+            _lock.release()
+
+
+def _sweep() -> None:
+    """Count the released holders off their entries and drop the entries none holds (under
+    `_lock`)."""
+    while _released:
+        treedef, entry = _released.pop()
+        entry.holders -= 1
+        if entry.holders > 0:
+            continue
+        entries = _registry.get(treedef, [])
+        if entry in entries:
+            entries.remove(entry)
+        if not entries:
+            _registry.pop(treedef, None)
+        entry.variants.clear()
+        entry.caches.clear()
+
+
+def _hold(treedef: Any, entry: _Entry, mjx_model: Any) -> None:
+    """Keep `entry` while `mjx_model` is alive (under `_lock`)."""
+    entry.holders += 1
+    weakref.finalize(mjx_model, _release, treedef, entry)
+
+
+def registered() -> int:
+    """How many MjModels are registered now (the tests' view of what is kept)."""
+    with _lock:
+        _sweep()
+        return sum(len(entries) for entries in _registry.values())
 
 
 def _key_and_leaves(mx: Any) -> tuple[Any, list[tuple[Any, Any]]]:
@@ -219,14 +285,19 @@ def register(mj_model: Any, mjx_model: Any = None) -> Any:
     leaves = [np.asarray(leaf) for _, leaf in flat]
     saved = _saved(mj_model)
     with _lock:
+        _sweep()
         entries = _registry.setdefault(treedef, [])
         for e in entries:
             if e.mj_model is mj_model or (e.saved == saved):
-                return mjx_model  # this model, or one equal to it in every byte
+                _hold(treedef, e, mjx_model)  # this model, or one equal to it in every byte
+                return mjx_model
             if e.same(leaves):
                 e.others += 1  # the mjx.Model cannot tell these two apart: see `resolve`
+                _hold(treedef, e, mjx_model)
                 return mjx_model
-        entries.append(_Entry(mj_model, leaves, saved))
+        entry = _Entry(mj_model, leaves, saved)
+        entries.append(entry)
+        _hold(treedef, entry, mjx_model)
     return mjx_model
 
 
@@ -267,6 +338,7 @@ def resolve(mx: Any, api: str = "step") -> Resolved:
     _check_impl(mx)
     treedef, flat = _key_and_leaves(mx)
     with _lock:
+        _sweep()
         entries = list(_registry.get(treedef, ()))
     if not entries:
         raise ValueError(UNREGISTERED.format(nq=mx.nq, nv=mx.nv, nu=mx.nu, nbody=mx.nbody))
@@ -288,13 +360,17 @@ def resolve(mx: Any, api: str = "step") -> Resolved:
             [np.ravel(entry.leaves[i]).astype(values[i].dtype).astype(np.float64) for i in traced]
         )
         sizes = tuple(int(np.size(entry.leaves[i])) for i in traced)
-        return Resolved(entry.mj_model, traced, names, expected, sizes)
+        with _lock:
+            cache = entry.cache_of(entry.mj_model)
+        return Resolved(entry.mj_model, traced, names, expected, sizes, cache)
     concrete = [np.asarray(v) for v in values]
     for e in entries:
         if e.same(concrete):
             if e.others:
                 raise ValueError(AMBIGUOUS)
-            return Resolved(e.mj_model, (), names, np.zeros(0), ())
+            with _lock:
+                cache = e.cache_of(e.mj_model)
+            return Resolved(e.mj_model, (), names, np.zeros(0), (), cache)
     # The same structure with other parameters: a copy of the model with them written in.
     entry = entries[0]
     key = b"".join(np.ascontiguousarray(v).tobytes() for v in concrete)
@@ -304,6 +380,9 @@ def resolve(mx: Any, api: str = "step") -> Resolved:
             variant = copy.copy(entry.mj_model)
             _write(variant, list(names), concrete)
             if len(entry.variants) >= 64:
+                for old in entry.variants.values():
+                    entry.caches.pop(id(old), None)
                 entry.variants.clear()
             entry.variants[key] = variant
-    return Resolved(variant, (), names, np.zeros(0), ())
+        cache = entry.cache_of(variant)
+    return Resolved(variant, (), names, np.zeros(0), (), cache)

@@ -251,18 +251,15 @@ def _dtype(dtype: np.dtype) -> Any:
 
 
 _lock = threading.Lock()
-_models: dict[tuple[int, bool], tuple[Any, _Model]] = {}
 
 
-def _model_for(mj_model: Any) -> _Model:
-    key = (id(mj_model), bool(jax.config.read("jax_enable_x64")))
-    with _lock:
-        hit = _models.get(key)
-        if hit is not None and hit[0] is mj_model:
-            return hit[1]
-    made = _Model(mj_model)
-    with _lock:
-        _models[key] = (mj_model, made)
+def _model_for(resolved: Resolved) -> _Model:
+    """The step's `_Model` of the resolved C model, kept in its registry entry (it goes when
+    the model's last registered mjx.Model does: `_model.Resolved.cache`)."""
+    key = ("step", bool(jax.config.read("jax_enable_x64")))
+    made = resolved.cache.get(key)
+    if made is None:
+        made = resolved.cache.setdefault(key, _Model(resolved.mj_model))
     return made
 
 
@@ -300,7 +297,7 @@ def _call(kind: str, model: Any, data: Any, nstep: int = 1) -> Any:
             f"`jaxbridge.mujoco.mjx.step(..., nstep=...)` must be an int >= 1; got {nstep!r}."
         )
     resolved = resolve(model, kind)
-    m = _model_for(resolved.mj_model)
+    m = _model_for(resolved)
     flat = _check_data(kind, m, data)
     live, fn = m.fn(kind, resolved, int(nstep))
     layout = m.layout
