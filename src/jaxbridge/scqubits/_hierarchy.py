@@ -32,6 +32,24 @@ from ._terms import Params, complex_of
 
 ParamsArg = dict[str, Any] | None
 
+#: A named operator of a hierarchical Circuit that is not one variable (or its cosine or sine).
+HD_OPERATOR_NAME = (
+    "`HierarchicalModel.matrixelements`: {name!r} is not an operator of one of the circuit's "
+    "variables {variables} by name (`<variable>_operator`, `cos<variable>_operator` or "
+    "`sin<variable>_operator`). Pass a SymPy expression in the variables instead (for example "
+    "`sympy.Symbol('Q1')**2`): scqubits' own matrix for it is in its own eigenvectors' phases, "
+    "not this model's."
+)
+HD_OPERATOR_KIND = (
+    "`HierarchicalModel.matrixelements`: the operator must be a name or a SymPy expression in "
+    "the circuit's variables {variables}; got {got}. (A fixed matrix has no meaning here: the "
+    "product basis is made of the subsystems' eigenvectors, whose phases are this model's.)"
+)
+HD_OPERATOR_SPANS = (
+    "`HierarchicalModel.matrixelements`: {expr} acts on the variables {symbols} of more than "
+    "one subsystem; give one subsystem's operator (or sum matrix elements of each)."
+)
+
 
 def _index(symbol: Any) -> int:
     found = re.search(r"(\d+)$", symbol.name)
@@ -155,6 +173,21 @@ class _HierarchyPart(Part):
         return w, fix_phases(v)
 
 
+def _is_sympy(x: Any) -> bool:
+    return type(x).__module__.startswith("sympy")
+
+
+def _variable_symbols(circ: Any) -> list[Any]:
+    """The circuit's operator symbols: each variable's phase `θk` and its charge, `nk` for a
+    periodic variable and `Qk` for an extended one (scqubits' names)."""
+    categories = circ.var_categories
+    out = []
+    for i in circ.dynamic_var_indices:
+        charge = "n" if i in categories["periodic"] else "Q"
+        out += [sympy.Symbol(f"θ{i}"), sympy.Symbol(f"{charge}{i}")]
+    return out
+
+
 def _part(sub: Any) -> Part:
     if getattr(sub, "hierarchical_diagonalization", False):
         return _HierarchyPart(sub)
@@ -184,6 +217,7 @@ class HierarchicalModel:
         self.params: dict[str, float] = dict(self._part.defaults)
         self.dim: int = self._part.composite.dim
         self._compiled = jax.jit(self._evaluate, static_argnames=("what", "k"))
+        self._elements: dict[Any, Any] = {}
 
     def __repr__(self) -> str:
         return f"jaxbridge.scqubits.HierarchicalModel(dim={self.dim}, params={self.params})"
@@ -249,3 +283,81 @@ class HierarchicalModel:
         """
         k = self._count(evals_count, "eigensys")
         return self._compiled(self._values(params, "eigensys"), what="eigensys", k=k)
+
+    def matrixelements(
+        self, operator: Any, params: ParamsArg = None, evals_count: int = 6
+    ) -> jax.Array:
+        """`<i|O|j>` between the `evals_count` lowest eigenstates (scqubits'
+        `circuit.matrixelement_table`).
+
+        Args:
+            operator: an operator of one subsystem's variables: a SymPy expression in them
+                (`sympy.Symbol("Q1")`, `sympy.cos(sympy.Symbol("θ1"))`), or by name
+                (`"Q1_operator"`, `"θ2_operator"`, `"cosθ1_operator"`).
+            params: as for `hamiltonian`.
+            evals_count: how many levels (static).
+
+        Returns:
+            `(*batch, k, k)`, in this model's eigenvector phases (each eigenvector's largest
+            component in its first half real and positive, as scqubits fixes them); moduli
+            and other gauge-invariant combinations equal scqubits' and are differentiable.
+
+        Raises:
+            ValueError: an unknown name, or an operator spanning two subsystems.
+            TypeError: an operator that is neither a name nor a SymPy expression.
+        """
+        k = self._count(evals_count, "matrixelements")
+        expr = self._expression(operator)
+        fn = self._elements.get(expr)
+        if fn is None:
+            op, _ = self._part.lifted(expr)
+            comp = self._part.composite
+
+            def elements(values: dict[str, jax.Array], k: int) -> jax.Array:
+                def one(P: dict[str, jax.Array]) -> jax.Array:
+                    h = comp.hamiltonian(P)
+                    _, v = eigh_k(h, k, dressed_structure(h.shape[-1]))
+                    v = fix_phases(v)
+                    o = op(P)
+                    dtype = jnp.result_type(o.dtype, v.dtype)
+                    v, o = v.astype(dtype), o.astype(dtype)
+                    return v.conj().T @ o @ v
+
+                return _params.map_batch(one, values)
+
+            fn = self._elements[expr] = jax.jit(elements, static_argnames="k")
+        return fn(self._values(params, "matrixelements"), k=k)
+
+    def _expression(self, operator: Any) -> Any:
+        """The SymPy expression of `operator` (a name or an expression), checked to act on
+        one subsystem's variables."""
+        variables = {str(s): s for s in _variable_symbols(self._part.circ)}
+        if isinstance(operator, str):
+            name = operator.removesuffix("_operator")
+            fn = None
+            for prefix, f in (("cos", sympy.cos), ("sin", sympy.sin)):
+                if name.startswith(prefix) and name[len(prefix) :] in variables:
+                    name, fn = name[len(prefix) :], f
+            if not operator.endswith("_operator") or name not in variables:
+                raise ValueError(
+                    HD_OPERATOR_NAME.format(name=operator, variables=sorted(variables))
+                )
+            symbol = variables[name]
+            expr = fn(symbol) if fn is not None else symbol
+        elif _is_sympy(operator):
+            expr = sympy.sympify(operator)
+        else:
+            raise TypeError(
+                HD_OPERATOR_KIND.format(variables=sorted(variables), got=type(operator).__name__)
+            )
+        symbols = sorted(expr.free_symbols & set(variables.values()), key=str)
+        unknown = sorted(str(s) for s in expr.free_symbols - set(variables.values()))
+        unknown = [u for u in unknown if u not in self.params]
+        if not symbols or unknown:
+            raise ValueError(
+                HD_OPERATOR_NAME.format(name=str(operator), variables=sorted(variables))
+            )
+        roots = {id(self._part._root(_index(s))) for s in symbols}
+        if len(roots) != 1:
+            raise ValueError(HD_OPERATOR_SPANS.format(expr=expr, symbols=[str(s) for s in symbols]))
+        return expr
