@@ -138,9 +138,12 @@ def test_brax_sac_trains_on_c_mujoco():
 
 @needs_brax_jax
 def test_ppo_batch_that_does_not_divide_the_env_count():
-    # brax's own check, before any environment step: batch_size * num_minibatches must be a
-    # multiple of num_envs. brax raises a bare AssertionError (no message); this pins it.
+    # brax's own check, at the top of `ppo.train`, before the environment is touched:
+    # batch_size * num_minibatches must be a multiple of num_envs. brax raises a bare
+    # AssertionError (no message; jaxbridge's environment is not reached, so it cannot add
+    # one): this pins that it is that check which fails, so the docs can name it.
     env = playground.load("CartpoleBalance")
     bad = dict(PPO, num_envs=6, batch_size=4, num_minibatches=1)
-    with pytest.raises(AssertionError):
+    with pytest.raises(AssertionError) as failed:
         ppo.train(environment=env, wrap_env_fn=wrapper.wrap_for_brax_training, **bad)
+    assert "batch_size * num_minibatches % num_envs == 0" in str(failed.traceback[-1])
