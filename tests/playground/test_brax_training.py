@@ -14,6 +14,7 @@ brax 0.14.2 (the newest release) calls `jax.device_put_replicated`, which jax 0.
 import dataclasses
 import functools
 import warnings
+from typing import Any
 
 import jax
 import numpy as np
@@ -54,7 +55,7 @@ def _changed(first, last):
     return any(not np.array_equal(a, b) for a, b in zip(_leaves(first), _leaves(last)))
 
 
-PPO = dict(
+PPO: dict[str, Any] = dict(
     num_timesteps=2_000,
     num_envs=8,
     episode_length=50,
@@ -98,7 +99,7 @@ def test_brax_ppo_trains_on_c_mujoco():
 
 def _recording_sac_networks(initial, *args, **kwargs):
     """brax's SAC networks, 8 units wide, keeping the policy's initial parameters."""
-    nets = sac_networks.make_sac_networks(*args, hidden_layer_sizes=(8,), **kwargs)
+    nets: Any = sac_networks.make_sac_networks(*args, hidden_layer_sizes=(8,), **kwargs)
     policy = nets.policy_network
 
     def init(key):
@@ -143,7 +144,7 @@ def test_ppo_batch_that_does_not_divide_the_env_count():
     # AssertionError (no message; jaxbridge's environment is not reached, so it cannot add
     # one): this pins that it is that check which fails, so the docs can name it.
     env = playground.load("CartpoleBalance")
-    bad = dict(PPO, num_envs=6, batch_size=4, num_minibatches=1)
+    bad: dict[str, Any] = dict(PPO, num_envs=6, batch_size=4, num_minibatches=1)
     with pytest.raises(AssertionError) as failed:
         ppo.train(environment=env, wrap_env_fn=wrapper.wrap_for_brax_training, **bad)
     assert "batch_size * num_minibatches % num_envs == 0" in str(failed.traceback[-1])
