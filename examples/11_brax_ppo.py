@@ -185,7 +185,8 @@ def main() -> None:
         ax.plot([c[0] for c in curve], [c[2] for c in curve], "o-", label=name)
     ax.set_xlabel("wall-clock time since ppo.train was called (s)")
     ax.set_ylabel(f"eval episode reward ({episode} steps)")
-    ax.set_title(f"brax PPO on {args.env}, {steps} steps, {n_envs} envs, float32")
+    trained = max(curve[-1][1] for curve in curves.values())  # brax rounds up to its epochs
+    ax.set_title(f"brax PPO on {args.env}, {trained} steps, {n_envs} envs, float32")
     ax.legend()
     fig.tight_layout()
     figure = out / f"brax_ppo_{args.env}.png"
