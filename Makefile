@@ -4,7 +4,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
 
-.PHONY: demo test bench lint docs clean
+.PHONY: demo test test-jax092 bench lint docs clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -32,6 +32,23 @@ test: $(STAMP)
 	timeout -k 60 1800 $(BIN)/python -m pytest -q -n 2 --dist loadfile --max-worker-restart=0
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
+# The second CI job: jax 0.9.2, the newest jax brax 0.14.2's trainers run on (they call
+# jax.device_put_replicated, removed in jax 0.10: brax#671). Its own venv; `make test` is apart.
+VENV092 := .venv-jax092
+STAMP092 := $(VENV092)/.installed
+
+$(STAMP092): pyproject.toml
+	$(PY) -m venv $(VENV092)
+	$(VENV092)/bin/pip install -q --upgrade pip
+	$(VENV092)/bin/pip install -q -e '.[playground,examples,test]' 'jax==0.9.2' 'jaxlib==0.9.2'
+	touch $(STAMP092)
+
+test-jax092: $(STAMP092)
+	$(VENV092)/bin/python -c 'import jax, brax; assert jax.__version__ == "0.9.2", jax.__version__'
+	timeout -k 60 1800 $(VENV092)/bin/python -m pytest -q -n 2 --dist loadfile \
+		--max-worker-restart=0 -rs tests/playground tests/mujoco/test_mjx.py \
+		tests/mujoco/test_mjx_dropin.py
+
 bench: $(BENCH_STAMP)
 	$(BIN)/python -m jaxbridge bench
 
@@ -43,4 +60,4 @@ lint: $(STAMP)
 	$(BIN)/pyright
 
 clean:
-	rm -rf $(VENV) demo-output
+	rm -rf $(VENV) $(VENV092) demo-output
