@@ -34,32 +34,8 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before NumPy loads; stated
 
 import argparse
 import pathlib
-import subprocess
-import sys
 import time
 import warnings
-
-#: Does a GL context open under this MUJOCO_GL? Probed in a child: the choice must be made
-#: before MuJoCo is imported here.
-PROBE = (
-    "import mujoco; m = mujoco.MjModel.from_xml_string('<mujoco/>'); "
-    "r = mujoco.Renderer(m, 8, 8); r.close()"
-)
-
-
-def choose_gl() -> str | None:
-    """The MUJOCO_GL backend to render with: the user's, else EGL, else OSMesa, else None."""
-    user = os.environ.get("MUJOCO_GL")
-    for backend in [user] if user else ["egl", "osmesa"]:
-        env = dict(os.environ, MUJOCO_GL=backend)
-        probe = subprocess.run(
-            [sys.executable, "-c", PROBE], env=env, capture_output=True, timeout=120
-        )
-        if probe.returncode == 0:
-            os.environ["MUJOCO_GL"] = backend
-            return backend
-    return None
-
 
 BUDGETS = {
     # name: (num_timesteps, num_envs, batch_size, num_minibatches, unroll_length, num_evals,
@@ -81,7 +57,6 @@ def main() -> None:
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 
-    gl = choose_gl()
     import jax
 
     with warnings.catch_warnings():
@@ -94,6 +69,13 @@ def main() -> None:
             "this example on jax 0.9.2 (`make test-jax092` makes .venv-jax092 with it)."
         )
         return
+    from jaxbridge.render import GLUnavailableError, use_headless_gl
+
+    try:
+        gl: str | None = use_headless_gl()  # before MuJoCo is imported: it binds one backend
+        no_gl = None
+    except GLUnavailableError as e:
+        gl, no_gl = None, e
     # brax's calls of it on jax 0.9 warn: theirs, not this script's.
     warnings.filterwarnings("ignore", "jax.device_put_replicated", DeprecationWarning)
     warnings.filterwarnings("ignore", "JAXopt is no longer maintained", DeprecationWarning)
@@ -194,11 +176,7 @@ def main() -> None:
     print(f"figure: {figure}")
 
     if gl is None:
-        print(
-            "no video: no GL backend works here (tried MUJOCO_GL="
-            f"{os.environ.get('MUJOCO_GL') or 'egl, then osmesa'}); set MUJOCO_GL to one that "
-            "does to get the GIF"
-        )
+        print(f"no video: {no_gl}")
         return
     env, make_inference_fn, params = results["jaxbridge (C MuJoCo)"]
     policy = jax.jit(make_inference_fn(params, deterministic=True))
@@ -211,13 +189,10 @@ def main() -> None:
         action, _ = policy(state.obs, sub)
         state = step(state, action)
         trajectory.append(state)
-    from PIL import Image
+    from jaxbridge.render import frames, write_gif
 
-    frames = env.render(trajectory[::2], height=240, width=320)
-    gif = out / f"brax_ppo_{args.env}.gif"
-    dt = 2 * float(env.dt) * 1000  # ms a frame: every second control step
-    images = [Image.fromarray(np.asarray(f)) for f in frames]
-    images[0].save(gif, save_all=True, append_images=images[1:], duration=dt, loop=0)
+    images = frames(env, trajectory[::2], height=240, width=320)
+    gif = write_gif(images, out / f"brax_ppo_{args.env}.gif", fps=1 / (2 * float(env.dt)))
     print(f"video: {gif} ({len(images)} frames, MUJOCO_GL={gl})")
 
 
