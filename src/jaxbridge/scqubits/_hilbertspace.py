@@ -132,6 +132,12 @@ class HilbertSpaceModel:
         self.subsystem_dims: list[int] = list(self._composite.dims)
         self._threshold = float(scqubits.settings.OVERLAP_THRESHOLD)
         self._ignore_low_overlap = bool(getattr(hs, "_ignore_low_overlap", False))
+        # scqubits' ParameterSweep: an Oscillator (KerrOscillator included) or a purely
+        # harmonic Circuit is an oscillator; every other subsystem a qubit.
+        self._oscillator = [
+            isinstance(sub, scqubits.Oscillator) or bool(getattr(sub, "is_purely_harmonic", False))
+            for sub in hs
+        ]
         self._compiled = jax.jit(self._evaluate, static_argnames=("what", "k", "extra"))
         jax.eval_shape(lambda P: self._composite.hamiltonian(P), self._values(None, "model"))
 
@@ -219,7 +225,11 @@ class HilbertSpaceModel:
             w, v = eigh_k(h, k, structure)
             if what == "eigensys":
                 return w, v
-            return dressed_indices(v, self._threshold, self._ignore_low_overlap), w
+            labels = dressed_indices(v, self._threshold, self._ignore_low_overlap)
+            if what == "dispersive":  # the labels, the levels, every subsystem's bare levels
+                bare = [part.esys(P[i], part.dim)[0] for part, i in zip(comp.parts, self._ids)]
+                return labels, w, bare
+            return labels, w
 
         return _params.map_batch(one, values)
 
@@ -400,6 +410,156 @@ class HilbertSpaceModel:
         return self._lookup(
             "energy_by_bare_index", bare, params, evals_count, bool(subtract_ground)
         )[1]
+
+    def energy_by_dressed_index(
+        self,
+        dressed: int,
+        params: ParamsArg = None,
+        evals_count: int | None = None,
+        subtract_ground: bool = False,
+    ) -> Energies:
+        """The energy of dressed state `dressed` (scqubits' `energy_by_dressed_index`).
+
+        Args:
+            dressed: the dressed index (static), counted from the ground state.
+            params: as in the class docstring.
+            evals_count: how many levels to diagonalise for (None: `dressed + 1`).
+            subtract_ground: subtract the dressed ground-state energy.
+
+        Returns:
+            `(*batch,)`, differentiable.
+        """
+        k = self._count(
+            dressed + 1 if evals_count is None else evals_count, "energy_by_dressed_index", self.dim
+        )
+        if not isinstance(dressed, int | np.integer) or not 0 <= dressed < k:
+            raise ValueError(
+                _errors.HS_DRESSED.format(method="energy_by_dressed_index", got=dressed, k=k)
+            )
+        w = self._run("eigenvals", params, k)
+        return w[..., dressed] - w[..., 0] if subtract_ground else w[..., dressed]
+
+    def bare_index(
+        self, dressed: int, params: ParamsArg = None, evals_count: int | None = None
+    ) -> jax.Array:
+        """The bare product state that labels dressed state `dressed` (scqubits'
+        `bare_index`, the inverse of `dressed_index`).
+
+        Args:
+            dressed: the dressed index (static).
+            params: as in the class docstring.
+            evals_count: as for `dressed_index`.
+
+        Returns:
+            `(*batch, n_subsystems)` int32: one bare level per subsystem, all -1 where no
+            bare state labels `dressed` (scqubits' None). Discrete: no derivative.
+        """
+        k = self.dim if evals_count is None else self._count(evals_count, "bare_index", self.dim)
+        if not isinstance(dressed, int | np.integer) or not 0 <= dressed < k:
+            raise ValueError(_errors.HS_DRESSED.format(method="bare_index", got=dressed, k=k))
+        labels, _ = self._run("lookup", params, k)
+        hit = labels == dressed
+        found = jnp.any(hit, axis=-1)
+        position = jnp.argmax(hit, axis=-1)
+        levels = jnp.stack(jnp.unravel_index(position, tuple(self.subsystem_dims)), axis=-1)
+        return jnp.where(found[..., None], levels, -1).astype(jnp.int32)
+
+    def lamb(self, params: ParamsArg = None, evals_count: int | None = None) -> list[jax.Array]:
+        """The Lamb shifts `ParameterSweep` stores as `sweep["lamb"]`, one entry a subsystem.
+
+        `lamb[s][..., l] = E(l e_s) - E_0 - (e_s[l] - e_s[0])`: the dressed energy labelled
+        by `l` excitations of subsystem `s` (none elsewhere), less the dressed ground energy
+        and the bare excitation energy.
+
+        Args:
+            params: as in the class docstring.
+            evals_count: as for `dressed_index` (a ParameterSweep's `evals_count`).
+
+        Returns:
+            `[(*batch, truncated_dim_s)]`, NaN where a label has no dressed state.
+        """
+        return self.dispersive(params, evals_count)["lamb"]  # pyright: ignore[reportReturnType]
+
+    def kerr(
+        self, params: ParamsArg = None, evals_count: int | None = None
+    ) -> dict[tuple[int, int], jax.Array]:
+        """The Kerr coefficients `ParameterSweep` stores as `sweep["kerr"]`, by subsystem pair.
+
+        With `K[l1, l2] = E(l1 e_s1 + l2 e_s2) + E_0 - E(l1 e_s1) - E(l2 e_s2)`: for two
+        oscillators `K[1, 1]` (halved where `s1 == s2`, the self-Kerr), for two qubits the
+        whole `(d_s1, d_s2)` table. Pairs of a qubit and an oscillator are `chi`'s.
+
+        Returns:
+            `{(s1, s2): array}` over the pairs scqubits fills, with the params' batch shape in
+            front; NaN where a label has no dressed state. Differentiable.
+        """
+        return self.dispersive(params, evals_count)["kerr"]  # pyright: ignore[reportReturnType]
+
+    def chi(
+        self, params: ParamsArg = None, evals_count: int | None = None
+    ) -> dict[tuple[int, int], jax.Array]:
+        """The ac Stark shifts `ParameterSweep` stores as `sweep["chi"]`, by subsystem pair.
+
+        For a qubit `s1` and an oscillator `s2`: `K[1, :]` (one photon's shift of each qubit
+        level, `(*batch, d_s2)`); for an oscillator `s1` and a qubit `s2`: `K[:, 1]`. `K` as
+        in `kerr`.
+
+        Returns:
+            `{(s1, s2): array}` over the qubit-oscillator pairs, NaN where a label has no
+            dressed state. Differentiable.
+        """
+        return self.dispersive(params, evals_count)["chi"]  # pyright: ignore[reportReturnType]
+
+    def dispersive(
+        self, params: ParamsArg = None, evals_count: int | None = None
+    ) -> dict[str, Any]:
+        """`lamb`, `kerr` and `chi` at once, from one diagonalisation a parameter point.
+
+        Returns:
+            `{"lamb": [...], "kerr": {...}, "chi": {...}}` as the three methods return them.
+        """
+        k = self.dim if evals_count is None else self._count(evals_count, "dispersive", self.dim)
+        labels, w, bare = self._run("dispersive", params, k)
+        dims = self.subsystem_dims
+        n = len(dims)
+
+        def energy(levels: tuple[int, ...]) -> jax.Array:
+            if any(b >= d for b, d in zip(levels, dims)):  # beyond a truncation: no state
+                return jnp.full(w.shape[:-1], jnp.nan, w.dtype)
+            position = int(np.ravel_multi_index(levels, dims))
+            return energy_at(w, labels[..., position])
+
+        def unit(s: int, level: int) -> tuple[int, ...]:
+            return tuple(level if i == s else 0 for i in range(n))
+
+        e0 = w[..., 0]
+        one = [jnp.stack([energy(unit(s, b)) for b in range(dims[s])], axis=-1) for s in range(n)]
+        lamb = [one[s] - e0[..., None] - bare[s] + bare[s][..., :1] for s in range(n)]
+        kerr: dict[tuple[int, int], jax.Array] = {}
+        chi: dict[tuple[int, int], jax.Array] = {}
+        for s1 in range(n):
+            for s2 in range(n):
+                rows = []
+                for l1 in range(dims[s1]):
+                    row = []
+                    for l2 in range(dims[s2]):
+                        levels = [0] * n
+                        levels[s1] += l1
+                        levels[s2] += l2
+                        row.append(energy(tuple(levels)))
+                    rows.append(jnp.stack(row, axis=-1))
+                two = jnp.stack(rows, axis=-2)
+                table = two + e0[..., None, None] - one[s1][..., :, None] - one[s2][..., None, :]
+                osc1, osc2 = self._oscillator[s1], self._oscillator[s2]
+                if osc1 and osc2:
+                    kerr[(s1, s2)] = table[..., 1, 1] / (2.0 if s1 == s2 else 1.0)
+                elif not osc1 and not osc2:
+                    kerr[(s1, s2)] = table
+                elif not osc1:
+                    chi[(s1, s2)] = table[..., 1, :]
+                else:
+                    chi[(s1, s2)] = table[..., :, 1]
+        return {"lamb": lamb, "kerr": kerr, "chi": chi}
 
     def _lookup(
         self, method: str, bare: Any, params: ParamsArg, evals_count: Any, subtract: bool

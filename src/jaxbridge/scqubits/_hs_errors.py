@@ -152,3 +152,8 @@ HD_NORMAL_MODES_MIXED = (
     "modes θ and Q do not commute, and the order scqubits multiplies them in is not one the "
     "model can know, so its numbers could differ silently. Write the term without such products."
 )
+
+HS_DRESSED = (
+    "`{method}`: the dressed index must be an integer from 0 to {k} - 1 (the levels "
+    "diagonalised for); got {got!r}."
+)
