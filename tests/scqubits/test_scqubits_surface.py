@@ -57,7 +57,7 @@ def _objects() -> dict[str, object]:
         circuit.cutoff_ext_1 = 30
         circuit.configure(generate_noise_methods=True)  # the channels the table says it has
         transmon = scq.Transmon(EJ=20.0, EC=0.3, ng=0.0, ncut=6, truncated_dim=3)
-        oscillator = scq.Oscillator(E_osc=5.0, truncated_dim=3)
+        oscillator = scq.Oscillator(E_osc=5.0, l_osc=0.8, truncated_dim=3)
         space = scq.HilbertSpace([transmon, oscillator])
         space.add_interaction(
             g_strength=0.1, op1=transmon.n_operator, op2=oscillator.creation_operator,
@@ -126,7 +126,7 @@ def _objects() -> dict[str, object]:
                 zeropi_cutoff=4,
             ),  # fmt: skip
             "Oscillator": oscillator,
-            "KerrOscillator": scq.KerrOscillator(E_osc=5.0, K=0.05, truncated_dim=3),
+            "KerrOscillator": scq.KerrOscillator(E_osc=5.0, K=0.05, l_osc=0.8, truncated_dim=3),
             "GenericQubit": scq.GenericQubit(E=5.0),
         }
 

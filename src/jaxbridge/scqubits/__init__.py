@@ -18,3 +18,4 @@ from ._hierarchy import HierarchicalModel as HierarchicalModel
 from ._hilbertspace import HilbertSpaceModel as HilbertSpaceModel
 from ._model import DENSE_MAX_DIM as DENSE_MAX_DIM
 from ._model import Model as Model
+from ._single import SubsystemModel as SubsystemModel

@@ -16,6 +16,7 @@ from ._circuit import circuit
 from ._hierarchy import HierarchicalModel
 from ._hilbertspace import HilbertSpaceModel
 from ._model import Model
+from ._single import SubsystemModel
 from ._specs import SPECS, scqubits_class
 
 
@@ -35,6 +36,9 @@ MODELS: Mapping[str, Callable[[Any], Any]] = {
     **{name: _flat(build) for name, build in SPECS.items()},
     "Circuit": _circuit,  # in `SPECS`' place, for the hierarchical ones
     "HilbertSpace": HilbertSpaceModel,
+    "Oscillator": SubsystemModel,
+    "KerrOscillator": SubsystemModel,
+    "GenericQubit": SubsystemModel,
 }
 """What builds the model of each supported scqubits class, by class name."""
 
@@ -46,15 +50,16 @@ def model(obj: Any) -> Any:
 
     Args:
         obj: a `scqubits.Transmon`, `TunableTransmon`, `Fluxonium`, `FluxQubit`, `ZeroPi`,
-            `Cos2PhiQubit` or `Circuit` (any `ext_basis`; with `system_hierarchy` too), or a
-            `HilbertSpace` of those and `Oscillator`, `KerrOscillator`, `GenericQubit`.
+            `Cos2PhiQubit` or `Circuit` (any `ext_basis`; with `system_hierarchy` too), an
+            `Oscillator`, `KerrOscillator` or `GenericQubit`, or a `HilbertSpace` of those.
 
     Returns:
         A `Model`: `hamiltonian`, `eigenvals`, `eigensys`, `matrixelements` and
         `d_hamiltonian` as JAX functions of `params`, starting from `model.params`. For a
         `HilbertSpace`, a `HilbertSpaceModel` (dressed spectrum, bare labels, bare spectra); for
         a hierarchical `Circuit`, a `HierarchicalModel` (`hamiltonian`, `eigenvals`,
-        `eigensys`).
+        `eigensys`, `matrixelements`); for an oscillator or a GenericQubit alone, a
+        `SubsystemModel`.
 
     Raises:
         TypeError: `obj` is not one of the supported classes.
