@@ -292,3 +292,21 @@ def test_pulses_cross_jit_as_arguments():
     step = dynamics.pwc(jnp.array([0.0, 1.0, 2.0]), jnp.array([3.0, 4.0]))
     at = jax.jit(lambda p, q, t: p(t) + q(t))
     np.testing.assert_allclose(at(pulse, step, 1.5), 2.0 * np.sin(1.5) + 4.0)
+
+
+def test_lab_frame_states_equal_qutip_sesolve():
+    """`solve` integrates in the levels' frame; its lab-frame states are qutip's, phases too."""
+    tmon = scq.Transmon(EJ=15.0, EC=0.3, ng=0.0, ncut=8)
+    e = tmon.eigenvals(evals_count=3)
+    h0 = np.diag(e - e[0])
+    n = tmon.matrixelement_table("n_operator", evals_count=3)
+    pulse = dynamics.smooth(_gaussian, {"amp": 0.07, "freq": float(e[1] - e[0])})
+    tsave = np.array([0.0, 7.0, 20.0])
+    ket = np.array([[1.0], [0.0], [0.0]])
+    got = dynamics.solve(jnp.asarray(h0), [(jnp.asarray(n), pulse)], ket, tsave, **TOL)
+    H = [qt.Qobj(TWO_PI * h0), [qt.Qobj(TWO_PI * n), _np_gaussian(0.07, float(e[1] - e[0]))]]
+    want = qt.sesolve(H, qt.Qobj(ket), tsave, options=QUTIP).states
+    for g, w in zip(np.asarray(got), want):
+        np.testing.assert_allclose(g, w.full(), atol=1e-6)
+    rho = dynamics.solve(jnp.asarray(h0), [(jnp.asarray(n), pulse)], ket, tsave, jump_ops=[], **TOL)
+    np.testing.assert_allclose(rho[-1], want[-1].full() @ want[-1].full().conj().T, atol=1e-6)

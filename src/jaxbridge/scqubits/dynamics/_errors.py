@@ -75,3 +75,5 @@ DRIVE = (
     "`{method}(drives=...)`: each drive is a pair `(operator, pulse)`, the pulse a `pwc(...)`, "
     "a `smooth(...)` or a number; got {got!r}."
 )
+
+FRAME = "`solve(frame=...)` must be 'lab' or 'interaction'; got {got!r}."

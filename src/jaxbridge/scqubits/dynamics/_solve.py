@@ -35,37 +35,66 @@ def _check_operator(op: Any, k: int, what: str, method: str) -> jax.Array:
     return op
 
 
-def hamiltonian_of(hamiltonian: Any, drives: Sequence[Any], method: str, cdtype: Any) -> Any:
-    """dynamiqs' time-dependent Hamiltonian `2 pi (H0 + sum amplitude(t) O)`."""
-    dq = _dynamiqs()
-    h0 = jnp.asarray(hamiltonian)
-    k = h0.shape[-1]
-    h0 = _check_operator(h0, k, "the static Hamiltonian", method)
-    total = dq.constant(2 * jnp.pi * h0.astype(cdtype))
+def _drives(drives: Sequence[Any], k: int, method: str, cdtype: Any) -> tuple[list, list]:
+    """`[(2 pi O, amplitude(t))]` and the pulses' discontinuities."""
+    out, jumps = [], []
     for drive in drives:
         if not (isinstance(drive, (tuple, list)) and len(drive) == 2):
             raise ValueError(_errors.DRIVE.format(method=method, got=drive))
         op, pulse = drive
         op = 2 * jnp.pi * _check_operator(op, k, "a drive operator", method).astype(cdtype)
         if isinstance(pulse, PiecewiseConstant):
-            # dynamiqs' own `pwc` mixes a bool mask into complex values, which strict dtype
-            # promotion refuses: the same steps as a modulated operator, the solver told
-            # where the jumps are.
-            total = total + dq.modulated(_as(pulse, cdtype), op, discontinuity_ts=pulse.times)
-        elif isinstance(pulse, Smooth):
-            total = total + dq.modulated(_as(pulse, cdtype), op)
-        elif isinstance(pulse, (int, float, complex)) or (
-            hasattr(pulse, "shape") and jnp.shape(pulse) == ()
+            jumps.append(pulse.times)
+        elif not isinstance(pulse, Smooth) and not (
+            isinstance(pulse, (int, float, complex)) or jnp.shape(pulse) == ()
         ):
-            total = total + dq.constant(jnp.asarray(pulse).astype(cdtype) * op)
-        else:
             raise ValueError(_errors.DRIVE.format(method=method, got=pulse))
-    return total
+        out.append((op, pulse))
+    return out, jumps
 
 
-def _as(pulse: Smooth | PiecewiseConstant, cdtype: Any) -> Any:
-    # dynamiqs multiplies the amplitude into a complex operator: cast it (strict promotion).
-    return lambda t: pulse(t).astype(cdtype)
+def _amplitude(pulse: Any, t: Any, cdtype: Any) -> jax.Array:
+    if isinstance(pulse, (PiecewiseConstant, Smooth)):
+        return pulse(t).astype(cdtype)
+    return jnp.asarray(pulse).astype(cdtype)
+
+
+def interaction_picture(
+    hamiltonian: Any, drives: Sequence[Any], jump_ops: Any, method: str, cdtype: Any
+) -> tuple[Any, list[Any], jax.Array]:
+    """dynamiqs' `H_I(t)` and `L_I(t)` in the frame of `D = diag(H0)`, and `2 pi diag(H0)`.
+
+    With `X_I(t) = exp(i D t) X exp(-i D t) = X * exp(i (D_a - D_b) t)` (elementwise; D
+    diagonal), the interaction picture is exact for any `H0`: `H_I = (H0 - D + sum a(t) O)_I`
+    and `L_I(t)`. The state then moves only at the drive's detunings and the counter-rotating
+    terms' small wiggles instead of rotating at the levels' frequencies, so the adaptive
+    solver takes several times fewer steps at the same tolerance.
+    """
+    dq = _dynamiqs()
+    h0 = jnp.asarray(hamiltonian)
+    k = h0.shape[-1]
+    h0 = 2 * jnp.pi * _check_operator(h0, k, "the static Hamiltonian", method).astype(cdtype)
+    energies = jnp.real(jnp.diagonal(h0))
+    rest = h0 - jnp.diag(jnp.diagonal(h0))
+    terms, discontinuities = _drives(drives, k, method, cdtype)
+    ts = jnp.sort(jnp.concatenate(discontinuities)) if discontinuities else None
+    w = (energies[:, None] - energies[None, :]).astype(cdtype)
+
+    def rotate(x: Any, t: Any) -> Any:
+        return x * jnp.exp(1j * w * jnp.asarray(t).astype(cdtype))
+
+    def h(t: Any) -> Any:
+        total = rest
+        for op, pulse in terms:
+            total = total + _amplitude(pulse, t, cdtype) * op
+        return dq.asqarray(rotate(total, t))
+
+    jumps = []
+    if jump_ops is not None:
+        for op in jump_ops:
+            op = _check_operator(op, k, "a jump operator", method).astype(cdtype)
+            jumps.append(dq.timecallable(lambda t, op=op: dq.asqarray(rotate(op, t))))
+    return dq.timecallable(h, discontinuity_ts=ts), jumps, energies
 
 
 def _options(rtol: float, atol: float, max_steps: int, gradient: str) -> tuple[Any, Any]:
@@ -92,6 +121,7 @@ def solve(
     atol: float = 1e-8,
     max_steps: int = 1_000_000,
     gradient: str = "checkpointed",
+    frame: str = "lab",
 ) -> jax.Array:
     """The states at `tsave`: Schrodinger's equation, or Lindblad's with `jump_ops`.
 
@@ -108,26 +138,35 @@ def solve(
         max_steps: the solver's step limit.
         gradient: `"checkpointed"` (reverse mode, memory bounded), `"direct"` (reverse mode
             through every step) or `"forward"` (forward mode: `jax.jvp`, `jax.jacfwd`).
+        frame: the states returned in the lab frame (`"lab"`) or in the rotating frame of
+            the levels, `exp(i 2 pi diag(H0) t)` times the lab state (`"interaction"`). The
+            solver integrates in the latter either way (exactly, not a rotating-wave
+            approximation): it takes several times fewer steps.
 
     Returns:
         `(*batch, t, k, 1)` kets or `(*batch, t, k, k)` density matrices, complex. Works under
         `jit`, `vmap` and the chosen derivative mode; float64 with `jax_enable_x64`.
 
     Raises:
-        ValueError: an operator whose shape is not the Hamiltonian's, a malformed drive.
+        ValueError: an operator whose shape is not the Hamiltonian's, a malformed drive, an
+            unknown `frame`.
         ImportError: dynamiqs is not installed.
     """
     dq = _dynamiqs()
+    if frame not in ("lab", "interaction"):
+        raise ValueError(_errors.FRAME.format(got=frame))
     cdtype = jnp.result_type(complex)
-    k = jnp.shape(hamiltonian)[-1]
-    h = hamiltonian_of(hamiltonian, drives, "solve", cdtype)
+    h, jumps, energies = interaction_picture(hamiltonian, drives, jump_ops, "solve", cdtype)
     method, grad = _options(rtol, atol, max_steps, gradient)
     state0 = jnp.asarray(state0).astype(cdtype)
     tsave = jnp.asarray(tsave)
     if jump_ops is None:
         result = dq.sesolve(h, state0, tsave, method=method, gradient=grad, progress_meter=False)
-        return result.states.to_jax()
-    jumps = [_check_operator(j, k, "a jump operator", "solve").astype(cdtype) for j in jump_ops]
+        states = result.states.to_jax()
+        if frame == "lab":  # |psi> = exp(-i D t) |psi_I>
+            back = jnp.exp(-1j * tsave[:, None].astype(cdtype) * energies[None, :].astype(cdtype))
+            states = states * back[:, :, None]
+        return states
     if state0.shape[-1] == 1:
         state0 = state0 @ jnp.swapaxes(state0.conj(), -1, -2)
     result = dq.mesolve(
@@ -140,4 +179,8 @@ def solve(
         progress_meter=False,
         assume_hermitian=False,  # the fidelity evolves |j><k|, which is not Hermitian
     )
-    return result.states.to_jax()
+    states = result.states.to_jax()
+    if frame == "lab":
+        back = jnp.exp(-1j * tsave[:, None].astype(cdtype) * energies[None, :].astype(cdtype))
+        states = back[:, :, None] * states * back[:, None, :].conj()
+    return states
