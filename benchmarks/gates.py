@@ -16,6 +16,8 @@ interleaved, medians; the gradients are compared too):
   levels kept, computational subspace [0, 1]; a Gaussian pulse of 4 parameters (amplitude,
   frequency, width, phase) and the circuit's EJ, EC, EL, flux: 8 parameters. qutip evolves
   the d^2 = 4 matrix units |j><k| of the subspace (the fewest that give the average fidelity).
+- each with jaxbridge's reverse mode (`gradient="checkpointed"`, `value_and_grad`) and its
+  forward mode (`gradient="forward"`, `jacfwd`, one tangent a parameter);
 - Transmon X gate, closed system: ncut 15, 3 levels kept, the same 4 pulse parameters and
   EJ, EC: 6 parameters; qutip evolves the 2 computational kets (`sesolve`).
 
@@ -65,7 +67,7 @@ def envelope(t, p, duration, xp):
     return p["amp"] * shape * xp.cos(TWO_PI * p["freq"] * t + p["phase"])
 
 
-def jax_fidelity(m, circuit_names, k, channels, options, duration):
+def jax_fidelity(m, circuit_names, k, channels, options, duration, gradient):
     def fidelity(p):
         circuit = {n: p[n] for n in circuit_names}
         pulse = {n: p[n] for n in ("amp", "freq", "sigma", "phase")}
@@ -140,13 +142,13 @@ def qutip_gradient(make, p, names, circuit_names, k, channels, options, duration
     return grad
 
 
-def row(label, make, circuit, k, channels, options, duration, amp):
+def row(label, make, circuit, k, channels, options, duration, amp, gradient):
     obj = make(**circuit)
     m = jbq.model(obj)
     e = obj.eigenvals(evals_count=2)
     p = {**circuit, "amp": amp, "freq": float(e[1] - e[0]), "sigma": duration / 5, "phase": 0.0}
     names = list(p)
-    ours = jax_fidelity(m, list(circuit), k, channels, options, duration)
+    ours = jax_fidelity(m, list(circuit), k, channels, options, duration, gradient)
     x = {n: jnp.asarray(v) for n, v in p.items()}
     start = time.perf_counter()
     jax.block_until_ready(ours(x))
@@ -165,6 +167,7 @@ def row(label, make, circuit, k, channels, options, duration, amp):
     a, b = statistics.median(ours_t), statistics.median(theirs_t)
     return (
         label,
+        gradient,
         str(len(names)),
         f"{float(value):.6f} / {want_value:.6f}",
         f"{diff:.1e} (of {scale:.2g})",
@@ -186,8 +189,8 @@ def main():
         "t1_capacitive": {"Q_cap": 2e4, "T": 0.015},
         "t1_inductive": {"Q_ind": 5e5, "T": 0.015},
     }
-    rows = [
-        row(
+    gates = [
+        (
             "Fluxonium X, T1 channels (cutoff 40, 4 levels, 60 ns, mesolve)",
             lambda **c: scq.Fluxonium(**c, cutoff=40),
             {"EJ": 4.0, "EC": 1.0, "EL": 1.0, "flux": 0.5},
@@ -197,7 +200,7 @@ def main():
             60.0,
             0.12,
         ),
-        row(
+        (
             "Transmon X, closed (ncut 15, 3 levels, 20 ns, sesolve)",
             lambda **c: scq.Transmon(**c, ng=0.0, ncut=15),
             {"EJ": 15.0, "EC": 0.3},
@@ -208,8 +211,10 @@ def main():
             0.09,
         ),
     ]
+    rows = [row(*g, gradient) for g in gates for gradient in ("checkpointed", "forward")]
     header = (
         "gate",
+        "jaxbridge mode",
         "params",
         "fidelity (ours / qutip)",
         "max |grad diff|",

@@ -1,10 +1,11 @@
 """Time evolution by dynamiqs: `sesolve` without jump operators, `mesolve` with them.
 
 The Hamiltonian is `2 pi (H0 + sum_d amplitude_d(t) O_d)` with energies in GHz, so times are
-in ns; jump operators are `sqrt(rate)` with rates in 1/ns. dynamiqs (JAX, diffrax) integrates
-with an adaptive Runge-Kutta method; derivatives with respect to everything the Hamiltonian,
-the pulses and the jump operators are made of (a model's params included) go through the
-solver by JAX's reverse mode (`gradient="checkpointed"`, dynamiqs' `BackwardCheckpointed`)
+in ns (Schrodinger's equation is integrated in the frame of the levels, exactly; Lindblad's in
+the lab frame); jump operators are `sqrt(rate)` with rates in 1/ns. dynamiqs (JAX, diffrax)
+integrates with an adaptive Runge-Kutta method; derivatives with respect to everything the
+Hamiltonian, the pulses and the jump operators are made of (a model's params included) go
+through the solver by reverse mode (`gradient="checkpointed"`, dynamiqs' `BackwardCheckpointed`)
 or forward mode (`"forward"`).
 """
 
@@ -53,6 +54,27 @@ def _drives(drives: Sequence[Any], k: int, method: str, cdtype: Any) -> tuple[li
     return out, jumps
 
 
+def lab_frame(hamiltonian: Any, drives: Sequence[Any], method: str, cdtype: Any) -> Any:
+    """dynamiqs' `2 pi (H0 + sum a(t) O)`: a constant plus one modulated term a drive."""
+    dq = _dynamiqs()
+    h0 = jnp.asarray(hamiltonian)
+    k = h0.shape[-1]
+    h0 = 2 * jnp.pi * _check_operator(h0, k, "the static Hamiltonian", method).astype(cdtype)
+    total = dq.constant(h0)
+    for op, pulse in _drives(drives, k, method, cdtype)[0]:
+        if isinstance(pulse, PiecewiseConstant):
+            # dynamiqs' own `pwc` mixes a bool mask into complex values, which strict dtype
+            # promotion refuses: the same steps as a modulated operator, the solver told
+            # where the jumps are.
+            f = lambda t, pulse=pulse: _amplitude(pulse, t, cdtype)  # noqa: E731
+            total = total + dq.modulated(f, op, discontinuity_ts=pulse.times)
+        elif isinstance(pulse, Smooth):
+            total = total + dq.modulated(lambda t, pulse=pulse: _amplitude(pulse, t, cdtype), op)
+        else:
+            total = total + dq.constant(_amplitude(pulse, 0.0, cdtype) * op)
+    return total, jnp.real(jnp.diagonal(h0))
+
+
 def _amplitude(pulse: Any, t: Any, cdtype: Any) -> jax.Array:
     if isinstance(pulse, (PiecewiseConstant, Smooth)):
         return pulse(t).astype(cdtype)
@@ -60,13 +82,13 @@ def _amplitude(pulse: Any, t: Any, cdtype: Any) -> jax.Array:
 
 
 def interaction_picture(
-    hamiltonian: Any, drives: Sequence[Any], jump_ops: Any, method: str, cdtype: Any
-) -> tuple[Any, list[Any], jax.Array]:
-    """dynamiqs' `H_I(t)` and `L_I(t)` in the frame of `D = diag(H0)`, and `2 pi diag(H0)`.
+    hamiltonian: Any, drives: Sequence[Any], method: str, cdtype: Any
+) -> tuple[Any, jax.Array]:
+    """dynamiqs' `H_I(t)` in the frame of `D = diag(H0)`, and `2 pi diag(H0)`.
 
     With `X_I(t) = exp(i D t) X exp(-i D t) = X * exp(i (D_a - D_b) t)` (elementwise; D
-    diagonal), the interaction picture is exact for any `H0`: `H_I = (H0 - D + sum a(t) O)_I`
-    and `L_I(t)`. The state then moves only at the drive's detunings and the counter-rotating
+    diagonal), the interaction picture is exact for any `H0`: `H_I = (H0 - D + sum a(t) O)_I`.
+    The state then moves only at the drive's detunings and the counter-rotating
     terms' small wiggles instead of rotating at the levels' frequencies, so the adaptive
     solver takes several times fewer steps at the same tolerance.
     """
@@ -89,12 +111,14 @@ def interaction_picture(
             total = total + _amplitude(pulse, t, cdtype) * op
         return dq.asqarray(rotate(total, t))
 
-    jumps = []
-    if jump_ops is not None:
-        for op in jump_ops:
-            op = _check_operator(op, k, "a jump operator", method).astype(cdtype)
-            jumps.append(dq.timecallable(lambda t, op=op: dq.asqarray(rotate(op, t))))
-    return dq.timecallable(h, discontinuity_ts=ts), jumps, energies
+    return dq.timecallable(h, discontinuity_ts=ts), energies
+
+
+def _phases(sign: int, tsave: Any, energies: Any, ndim: int, cdtype: Any) -> jax.Array:
+    """`exp(sign i E t)`, `(1, ..., t, k)` to broadcast against states of rank `ndim`."""
+    t = tsave.astype(cdtype)[:, None]
+    phases = jnp.exp(sign * 1j * t * energies.astype(cdtype)[None, :])
+    return phases.reshape((1,) * (ndim - 3) + phases.shape)
 
 
 def _options(rtol: float, atol: float, max_steps: int, gradient: str) -> tuple[Any, Any]:
@@ -156,17 +180,23 @@ def solve(
     if frame not in ("lab", "interaction"):
         raise ValueError(_errors.FRAME.format(got=frame))
     cdtype = jnp.result_type(complex)
-    h, jumps, energies = interaction_picture(hamiltonian, drives, jump_ops, "solve", cdtype)
     method, grad = _options(rtol, atol, max_steps, gradient)
     state0 = jnp.asarray(state0).astype(cdtype)
     tsave = jnp.asarray(tsave)
     if jump_ops is None:
+        h, energies = interaction_picture(hamiltonian, drives, "solve", cdtype)
         result = dq.sesolve(h, state0, tsave, method=method, gradient=grad, progress_meter=False)
         states = result.states.to_jax()
         if frame == "lab":  # |psi> = exp(-i D t) |psi_I>
-            back = jnp.exp(-1j * tsave[:, None].astype(cdtype) * energies[None, :].astype(cdtype))
-            states = states * back[:, :, None]
+            back = _phases(-1, tsave, energies, states.ndim, cdtype)
+            states = states * back[..., :, None]
         return states
+    # The master equation stays in the lab frame: there the jump operators are constant
+    # (in the levels' frame they turn with time, which costs dynamiqs more than the steps
+    # the frame saves).
+    h, energies = lab_frame(hamiltonian, drives, "solve", cdtype)
+    k = jnp.shape(hamiltonian)[-1]
+    jumps = [_check_operator(j, k, "a jump operator", "solve").astype(cdtype) for j in jump_ops]
     if state0.shape[-1] == 1:
         state0 = state0 @ jnp.swapaxes(state0.conj(), -1, -2)
     result = dq.mesolve(
@@ -180,7 +210,7 @@ def solve(
         assume_hermitian=False,  # the fidelity evolves |j><k|, which is not Hermitian
     )
     states = result.states.to_jax()
-    if frame == "lab":
-        back = jnp.exp(-1j * tsave[:, None].astype(cdtype) * energies[None, :].astype(cdtype))
-        states = back[:, :, None] * states * back[:, None, :].conj()
+    if frame == "interaction":  # rho_I = exp(i D t) rho exp(-i D t)
+        there = _phases(1, tsave, energies, states.ndim, cdtype)
+        states = there[..., :, None] * states * there[..., None, :].conj()
     return states
