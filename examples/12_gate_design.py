@@ -1,3 +1,4 @@
+# ruff: noqa: E402 - the thread limit and x64 precede the imports that read them
 """Gate design from scqubits' own objects: pulse and circuit optimised together by gradient.
 
 `jaxbridge.scqubits.dynamics` turns a scqubits qubit or `HilbertSpace` into a gate: the
