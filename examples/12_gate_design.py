@@ -103,7 +103,9 @@ def fluxonium_x(out: pathlib.Path) -> dict:
     area = duration / 5 * np.sqrt(np.pi)
     params = {
         "circuit": {"EJ": 4.0, "EC": 1.0, "EL": 1.0},
-        "pulse": {"amp": 0.8 / (2 * n01 * area), "freq": f01, "phase": 0.0},
+        # The fluxonium's `n_operator` is imaginary in its eigenbasis (a sigma_y coupling):
+        # a carrier phase of pi / 2 turns the rotation axis onto x.
+        "pulse": {"amp": 1.0 / (2 * n01 * area), "freq": f01, "phase": np.pi / 2},
     }
     channels = ["t1_capacitive", "t1_inductive", "tphi_1_over_f_cc"]
     options = {"t1_capacitive": {"Q_cap": 1e5, "T": 0.015}, "t1_inductive": {"Q_ind": 5e6}}
