@@ -18,6 +18,11 @@ SCRIPTS = sorted(EXAMPLES.glob("[0-9][0-9]_*.py"))
 #: Run as `SCRIPT --quick` by the quick demo's stages too (`jaxbridge._demo._playground`).
 IN_THE_DEMO = {"10_playground.py"}
 
+#: Scripts whose `--quick` run alone costs a worker a minute or more (most of it compiling a
+#: differentiated master-equation solve): run under JAXBRIDGE_SLOW=1. What they call is tested
+#: in the default run (`tests/scqubits/test_scqubits_dynamics.py`).
+SLOW = {"12_gate_design.py"}
+
 # What each script prints when it has shown its point (the scripts also assert their numbers).
 EXPECTED = {
     "01_mujoco_tracer_error.py": ["before: TracerArrayConversionError", "jit(grad) training"],
@@ -65,6 +70,8 @@ def test_the_scripts_left_to_the_demo_run_in_its_quick_stages():
 def test_example_runs(script, tmp_path):
     if script.name in IN_THE_DEMO and not os.environ.get("JAXBRIDGE_SLOW"):
         pytest.skip("test_demo.py::test_demo_quick runs it so (JAXBRIDGE_SLOW=1 runs it here)")
+    if script.name in SLOW and not os.environ.get("JAXBRIDGE_SLOW"):
+        pytest.skip("a minute of compiling: JAXBRIDGE_SLOW=1 runs it (its functions are tested)")
     env = dict(os.environ)
     if f"OPENBLAS_NUM_THREADS=1 python examples/{script.name}" in script.read_text():
         env["OPENBLAS_NUM_THREADS"] = "1"  # as the script's usage line says to run it

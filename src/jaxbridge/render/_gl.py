@@ -80,7 +80,7 @@ def use_headless_gl(backends: Sequence[str] = HEADLESS, *, timeout: float = 60.0
         >>> try:
         ...     backend = use_headless_gl()  # before `import mujoco`
         ... except GLUnavailableError as e:
-        ...     print(e)  # no video; the rest goes on
+        ...     backend = None  # no video; `print(e)` says why in one line
     """
     chosen = os.environ.get("MUJOCO_GL", "")
     if "mujoco" in sys.modules:
