@@ -92,7 +92,7 @@ def test_a_sweep_over_models_stays_bounded():
         _sweep_one(1000 + i, steps=1)
     _collect()
     before, start = _model.registered(), _rss_mib()
-    n, models = 120, []
+    n, models = 80, []
     for i in range(n):
         models.append(_sweep_one(i, steps=1)[0])
         if i % 40 == 39:  # JAX's caches hold the programs (and the models they close over)
