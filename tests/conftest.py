@@ -27,28 +27,7 @@ def lowering(request, monkeypatch):
     yield request.param
 
 
-#: The files that take a worker longest (a minute or more each, most of it in subprocesses
-#: and compiles). Run first, so that `-n 2 --dist loadfile` hands them out at the start and
-#: the two workers finish together, instead of one starting the demo as the other ends.
-LONGEST_FIRST = (
-    "tests/test_demo.py",
-    "tests/test_examples.py",
-    "tests/test_docs.py",
-    "tests/test_bench_imports.py",
-    "tests/scqubits/test_scqubits_dynamics.py",
-    "tests/test_ray_cluster.py",
-    "tests/test_properties.py",
-    "tests/mujoco/test_mjx_memory.py",
-)
-
-
-def _rank(item) -> int:
-    path = item.nodeid.split("::", 1)[0]
-    return LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
-
-
 def pytest_collection_modifyitems(config, items):
-    items.sort(key=_rank)  # stable: each file's tests keep their order, and stay together
     if os.environ.get("JAXBRIDGE_SLOW") == "1":
         return
     skip = pytest.mark.skip(reason="slow: set JAXBRIDGE_SLOW=1")
