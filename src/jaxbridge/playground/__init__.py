@@ -25,3 +25,4 @@ from jaxbridge.mujoco.mjx._data import NotCarriedError as NotCarriedError
 from ._carried import carry_all as carry_all
 from ._load import load as load
 from ._route import on_c_mujoco as on_c_mujoco
+from ._train import train as train
