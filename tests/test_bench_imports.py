@@ -20,8 +20,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 SCRIPTS = sorted(p.stem for p in BENCHMARKS.glob("*.py") if not p.name.startswith("_"))
 
@@ -37,13 +35,17 @@ for name in sys.argv[1:]:
 print(json.dumps(found))
 """
 
-# argv: the folder, the script's name. Puts the folder first on sys.path, as `python x.py` does.
+# argv: the folder, the scripts' names. Puts the folder first on sys.path, as `python x.py`
+# does, and imports the scripts one after another in this one interpreter (each fresh one
+# costs seconds of importing jax, MuJoCo, Playground again): a name a script imports is found
+# the way its own run finds it, since the path is the same; the modules a script loads are
+# checked after its import, apart from the scripts imported before it.
 _IMPORTS = r"""
 import ast, importlib, json, pathlib, sys
-folder, name = pathlib.Path(sys.argv[1]).resolve(), sys.argv[2]
-script = folder / f"{name}.py"
+folder, scripts = pathlib.Path(sys.argv[1]).resolve(), sys.argv[2:]
 sys.path.insert(0, str(folder))
-sys.argv = [str(script), "--quick"]
+report = {}
+done = {"_util"}
 
 def guarded(node, parents):
     # Inside a `try` that catches ImportError: the script skips what needs it.
@@ -56,62 +58,67 @@ def guarded(node, parents):
                     return True
     return False
 
-tree = ast.parse(script.read_text())
-parents = {}
-def walk(node, chain):
-    for child in ast.iter_child_nodes(node):
-        parents[child] = chain
-        walk(child, chain + (node,))
-walk(tree, ())
-named = []  # (module, names from it, guarded)
-for node in ast.walk(tree):
-    if isinstance(node, ast.Import):
-        named += [(a.name, [], guarded(node, parents)) for a in node.names]
-    elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-        named.append((node.module, [a.name for a in node.names], guarded(node, parents)))
-
-problems = []
-try:
-    importlib.import_module(name)
-except BaseException as e:  # SystemExit included: a script's top level must not exit
-    problems.append(f"importing {name}.py raised {type(e).__name__}: {e}")
-for module, names, is_guarded in named:
-    try:
-        found = importlib.import_module(module)
-    except ImportError as e:
-        if not is_guarded:
-            problems.append(f"import {module}: {e}")
-        continue
-    for attr in names:
-        if attr != "*" and not hasattr(found, attr):
-            try:
-                importlib.import_module(f"{module}.{attr}")
-            except ImportError:
-                problems.append(f"from {module} import {attr}: {module} has no {attr!r}")
-for key, module in sorted(sys.modules.items()):
-    path = getattr(module, "__file__", None)
-    if path and pathlib.Path(path).resolve().parent == folder and key not in (name, "_util"):
-        problems.append(f"`import {key}` loaded the benchmark script {path}")
-# jaxbridge imports some packages only when called (gymnasium in Simulator.from_gymnasium):
-# those of the jaxbridge modules loaded must not be scripts here either.
-local = {p.stem for p in folder.glob("*.py")}
-package = pathlib.Path(importlib.import_module("jaxbridge").__file__).resolve().parent
-for key, module in sorted(sys.modules.items()):
-    path = getattr(module, "__file__", None)
-    if not path or package not in pathlib.Path(path).resolve().parents:
-        continue
-    for node in ast.walk(ast.parse(pathlib.Path(path).read_text())):
+for name in scripts:
+    script = folder / f"{name}.py"
+    sys.argv = [str(script), "--quick"]
+    tree = ast.parse(script.read_text())
+    parents = {}
+    def walk(node, chain):
+        for child in ast.iter_child_nodes(node):
+            parents[child] = chain
+            walk(child, chain + (node,))
+    walk(tree, ())
+    named = []  # (module, names from it, guarded)
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
+            named += [(a.name, [], guarded(node, parents)) for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [node.module]
-        else:
+            named.append((node.module, [a.name for a in node.names], guarded(node, parents)))
+
+    problems = []
+    try:
+        importlib.import_module(name)
+    except BaseException as e:  # SystemExit included: a script's top level must not exit
+        problems.append(f"importing {name}.py raised {type(e).__name__}: {e}")
+    for module, names, is_guarded in named:
+        try:
+            found = importlib.import_module(module)
+        except ImportError as e:
+            if not is_guarded:
+                problems.append(f"import {module}: {e}")
             continue
-        for imported in names:
-            if imported.split(".")[0] in local:
-                problems.append(f"{key} imports {imported}, which {folder.name}/"
-                                f"{imported.split('.')[0]}.py replaces in a script's run")
-print(json.dumps(list(dict.fromkeys(problems))))
+        for attr in names:
+            if attr != "*" and not hasattr(found, attr):
+                try:
+                    importlib.import_module(f"{module}.{attr}")
+                except ImportError:
+                    problems.append(f"from {module} import {attr}: {module} has no {attr!r}")
+    for key, module in sorted(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if path and pathlib.Path(path).resolve().parent == folder and key not in done | {name}:
+            problems.append(f"`import {key}` loaded the benchmark script {path}")
+    # jaxbridge imports some packages only when called (gymnasium in Simulator.from_gymnasium):
+    # those of the jaxbridge modules loaded must not be scripts here either.
+    local = {p.stem for p in folder.glob("*.py")}
+    package = pathlib.Path(importlib.import_module("jaxbridge").__file__).resolve().parent
+    for key, module in sorted(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if not path or package not in pathlib.Path(path).resolve().parents:
+            continue
+        for node in ast.walk(ast.parse(pathlib.Path(path).read_text())):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for imported in names:
+                if imported.split(".")[0] in local:
+                    problems.append(f"{key} imports {imported}, which {folder.name}/"
+                                    f"{imported.split('.')[0]}.py replaces in a script's run")
+    report[name] = list(dict.fromkeys(problems))
+    done.add(name)
+print(json.dumps(report))
 """
 
 
@@ -129,17 +136,22 @@ def shadowed(folder: Path) -> dict[str, str]:
     return json.loads(run.stdout)
 
 
-def import_problems(folder: Path, name: str) -> list[str]:
-    """What fails when `folder/name.py`'s imports run in a fresh interpreter, as a script's do."""
+def imports_problems(folder: Path, names: list[str]) -> dict[str, list[str]]:
+    """What fails when the scripts' imports run as their runs' do: name -> problems."""
     run = subprocess.run(
-        [sys.executable, "-P", "-c", _IMPORTS, str(folder), name],
+        [sys.executable, "-P", "-c", _IMPORTS, str(folder), *names],
         cwd=folder,
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=400,
     )
-    assert run.returncode == 0, f"{name}.py:\n{run.stdout}\n{run.stderr}"
+    assert run.returncode == 0, f"{names}:\n{run.stdout}\n{run.stderr}"
     return json.loads(run.stdout.splitlines()[-1])
+
+
+def import_problems(folder: Path, name: str) -> list[str]:
+    """What fails when `folder/name.py`'s imports run in a fresh interpreter, as a script's do."""
+    return imports_problems(folder, [name])[name]
 
 
 def test_no_script_shadows_a_module():
@@ -151,10 +163,13 @@ def test_no_script_shadows_a_module():
     )
 
 
-@pytest.mark.parametrize("name", SCRIPTS)
-def test_script_imports_resolve(name):
-    problems = import_problems(BENCHMARKS, name)
-    assert not problems, f"benchmarks/{name}.py:\n" + "\n".join(problems)
+def test_script_imports_resolve():
+    found = imports_problems(BENCHMARKS, SCRIPTS)
+    assert set(found) == set(SCRIPTS)
+    broken = {name: problems for name, problems in found.items() if problems}
+    assert not broken, "\n".join(
+        f"benchmarks/{name}.py:\n  " + "\n  ".join(problems) for name, problems in broken.items()
+    )
 
 
 def test_the_checks_find_the_scripts_that_broke_bench(tmp_path):

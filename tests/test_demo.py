@@ -98,6 +98,11 @@ def test_demo_quick(tmp_path):
         "| jaxbridge |",
         "learning curves: demo-output/ppo_hopper.png",
         "A fluxonium designed by gradient for the longest T2",
+        # examples/09_qubit_design.py's rows (test_examples.py leaves the script to this run)
+        "| jaxbridge + Optax L-BFGS |",
+        "| jaxbridge + SciPy L-BFGS-B |",
+        "| scqubits + SciPy Nelder-Mead |",
+        "objective at the final design: jaxbridge",
         "| total |",
         "Total time",
     ):

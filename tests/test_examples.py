@@ -16,7 +16,11 @@ EXAMPLES = pathlib.Path(__file__).parents[1] / "examples"
 SCRIPTS = sorted(EXAMPLES.glob("[0-9][0-9]_*.py"))
 
 #: Run as `SCRIPT --quick` by the quick demo's stages too (`jaxbridge._demo._playground`).
-IN_THE_DEMO = {"10_playground.py"}
+IN_THE_DEMO = {"10_playground.py": "_playground", "09_qubit_design.py": "_qubit_design"}
+
+#: Scripts another test of this file runs as a whole (a budget that stops after one update of
+#: each side), so the parametrized run would only repeat it.
+RUN_BY = {"08_ppo.py": "test_ppo_stops_at_its_budget"}
 
 #: Scripts whose `--quick` run alone costs a worker a minute or more (most of it compiling a
 #: differentiated master-equation solve): run under JAXBRIDGE_SLOW=1. What they call is tested
@@ -59,17 +63,20 @@ def test_examples_are_listed():
 
 
 def test_the_scripts_left_to_the_demo_run_in_its_quick_stages():
-    from jaxbridge._demo import _playground
+    import importlib
 
-    source = pathlib.Path(_playground.__file__).read_text()
-    for name in IN_THE_DEMO:
-        assert f'example("{name}"' in source and '["--quick"] if quick' in source, name
+    for name, module in IN_THE_DEMO.items():
+        stage = importlib.import_module(f"jaxbridge._demo.{module}")
+        source = pathlib.Path(stage.__file__).read_text()
+        assert f'example("{name}"' in source and '["--quick"' in source, name
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=[s.stem for s in SCRIPTS])
 def test_example_runs(script, tmp_path):
     if script.name in IN_THE_DEMO and not os.environ.get("JAXBRIDGE_SLOW"):
         pytest.skip("test_demo.py::test_demo_quick runs it so (JAXBRIDGE_SLOW=1 runs it here)")
+    if script.name in RUN_BY:
+        pytest.skip(f"{RUN_BY[script.name]} runs it, every side of it")
     if script.name in SLOW and not os.environ.get("JAXBRIDGE_SLOW"):
         pytest.skip("a minute of compiling: JAXBRIDGE_SLOW=1 runs it (its functions are tested)")
     env = dict(os.environ)
@@ -89,9 +96,12 @@ def test_example_runs(script, tmp_path):
 
 
 def test_ppo_stops_at_its_budget(tmp_path):
-    """`--budget`, as the demo runs 08_ppo.py: a budget spent by the compile stops after one."""
+    """`--budget`, as the demo runs 08_ppo.py: a budget spent by the compile stops after one.
+
+    Both trainers (jaxbridge's and gymnasium's SyncVectorEnv), one update each: the whole
+    script but the updates the demo's quick stage runs (test_demo.py)."""
     result = subprocess.run(
-        [sys.executable, str(EXAMPLES / "08_ppo.py"), "--only", "jaxbridge", "--steps", "8192"]
+        [sys.executable, str(EXAMPLES / "08_ppo.py"), "--steps", "8192"]
         + ["--budget", "0", "--out", str(tmp_path)],
         cwd=tmp_path,
         capture_output=True,
@@ -101,3 +111,6 @@ def test_ppo_stops_at_its_budget(tmp_path):
     assert result.returncode == 0, f"{result.stdout}\n{result.stderr}"
     assert "stopped after 1 of 4 updates: the 0 s budget" in result.stdout, result.stdout
     assert "| jaxbridge |" in result.stdout and (tmp_path / "ppo_hopper.png").is_file()
+    assert "| gymnasium |" in result.stdout, result.stdout
+    for line in EXPECTED["08_ppo.py"]:
+        assert line in result.stdout, f"08_ppo.py: {line!r} not in\n{result.stdout}"
