@@ -17,6 +17,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.core import Tracer
 
 from . import _channel, _params
 from ._channel import Channel
@@ -216,6 +217,38 @@ def channel_method(
     method.__name__ = method.__qualname__ = name
     method.__doc__ = doc + _COMMON_ARGS
     return method
+
+
+#: How many (trace, parameters) spectra a model keeps for `NoiseMethods._shared`.
+_SHARED_ENTRIES = 4
+
+
+def _trace_state() -> Any:
+    """The current trace, comparable with `==` (JAX's public opaque handle)."""
+    try:
+        from jax.extend.core import get_opaque_trace_state
+    except ImportError:  # older jax: the same function under jax.core
+        from jax.core import get_opaque_trace_state
+    return get_opaque_trace_state(convention="jaxbridge")
+
+
+def _point_key(params: ParamsArg) -> tuple[tuple[Any, ...], list[Any]]:
+    """A key of the given `params` that two calls share only with the same values: a traced
+    value by identity (returned in the second list, to be held), any other by its bytes."""
+    key: list[Any] = []
+    held: list[Any] = []
+    for name, value in sorted(dict(params or {}).items()):
+        leaves, structure = jax.tree.flatten(value)
+        parts: list[Any] = [str(structure)]
+        for leaf in leaves:
+            if isinstance(leaf, Tracer):
+                parts.append(("traced", id(leaf)))
+                held.append(leaf)
+            else:
+                a = np.asarray(leaf)
+                parts.append((a.dtype.str, a.shape, a.tobytes()))
+        key.append((name, tuple(parts)))
+    return tuple(key), held
 
 
 class NoiseMethods:
@@ -641,11 +674,62 @@ class NoiseMethods:
         )
         dynamic = [{key: v for key, v in o.items() if not is_static(v)} for _, _, o in plan]
         values = self._values(params, method)  # pyright: ignore[reportAttributeAccessIssue] - Model's
-        key = (static, k, bool(get_rate), units(), esys is None)
+        shared, found = None, None
+        if esys is None:
+            shared, found = self._shared(static, k, params, values)
+        key = (static, k, bool(get_rate), units(), esys is None, shared is not None)
         cache = self.__dict__["_noise_jit"]
         if key not in cache:
-            cache[key] = jax.jit(engine.program(static, k, bool(get_rate), units()))
-        return cache[key](values, dynamic, esys)
+            cache[key] = jax.jit(engine.program(static, k, bool(get_rate), units(), shared))
+        return cache[key](values, dynamic, esys, found)
+
+    def _shared(
+        self, static: Any, k: int, params: ParamsArg, values: dict[str, jax.Array]
+    ) -> tuple[tuple[Terms, ...] | None, Any]:
+        """One spectrum for every channel method called on the same parameters in one trace.
+
+        `m.t1_effective(params=p)` and `m.t2_effective(params=p)` in one program would each
+        diagonalise `H` at every point; instead both read one `NoiseSpectrum` of the operators
+        of every effective channel, computed by the first and found by the second: the same
+        `params` (each traced value the same object, every other value equal), the same
+        trace, the same `k`. Plans with another operator (`noise_op=`) compute their own.
+
+        Returns:
+            `(operators, found)`: the spectrum's operators and its `(w, diag, sq)` for
+            `Engine.program(shared=)`, or `(None, None)` where nothing is shared.
+        """
+        engine: Engine = self.__dict__["_noise_engine"]
+        union = self.__dict__.get("_noise_union")
+        if union is None:
+            try:
+                names = self.effective_noise_channels()
+                plan = tuple((n, 1.0, tuple(self._options(n, {}).items())) for n in names)
+                union = engine.operators(plan)
+            except (RuntimeError, TypeError, ValueError):  # a channel that needs options
+                union = ()
+            self.__dict__["_noise_union"] = union
+        ids = {id(op) for op in union}
+        if not union or not all(id(op) in ids for op in engine.operators(static)):
+            return None, None
+        point, held = _point_key(params)
+        state = _trace_state()
+        memo: list[Any] = self.__dict__.setdefault("_noise_shared", [])
+        for entry in memo:
+            if entry[0] == state and entry[1] == k and entry[2] == point:
+                return union, entry[4]
+        cache = self.__dict__["_noise_jit"]
+        if ("shared", k) not in cache:
+            run = engine.shared_spectrum(union, k)
+            cache[("shared", k)] = None if run is None else jax.jit(run)
+        run = cache[("shared", k)]
+        found = None if run is None else run(values)
+        if found is None:
+            return None, None
+        # the traced values are held, so that no other value can take their ids while the
+        # entry lives; the last few entries only (a trace's values are dropped with it soon)
+        memo.insert(0, (state, k, point, held, found))
+        del memo[_SHARED_ENTRIES:]
+        return union, found
 
     def _noise_spectrum(self, ops: tuple[Terms, ...], k: int) -> NoiseSpectrum | None:
         """The levels and matrix elements of `ops` in one host call, for a dense model."""

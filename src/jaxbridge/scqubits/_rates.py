@@ -168,28 +168,44 @@ class Engine:
             return max(self.levels_of(m, {**o, **mo}) for m, mo in channel.members)
         return levels(o)
 
-    def program(self, static: StaticPlan, k: int, get_rate: bool, factor: float) -> Callable:
-        """The JAX function `(values, dynamic, esys) -> rate or time` of a plan.
+    def program(
+        self,
+        static: StaticPlan,
+        k: int,
+        get_rate: bool,
+        factor: float,
+        shared: tuple[Terms, ...] | None = None,
+    ) -> Callable:
+        """The JAX function `(values, dynamic, esys, found) -> rate or time` of a plan.
 
         Args:
             static: the plan's names, scales and static options.
             k: how many levels to diagonalise for (the highest level used plus one).
             get_rate: return the summed rate instead of its time.
             factor: scqubits' frequency unit in Hz (`_densities.units()`).
+            shared: the operators of a spectrum computed before the program and passed to
+                it as `found` (`shared_spectrum`: one for several plans of a trace), each of
+                the plan's operators among them; None for the program's own.
 
         Returns:
             A function of the parameter values (`_params.values`), the plan's dynamic options
-            (one dict per channel) and `esys` (None, or `(evals, evecs)` with the values'
-            batch shape in front), with that batch shape.
+            (one dict per channel), `esys` (None, or `(evals, evecs)` with the values' batch
+            shape in front) and `found` (`shared_spectrum`'s, with `shared`; else None),
+            with that batch shape.
         """
 
-        ops = self._operators(static)
+        ops = self.operators(static) if shared is None else shared
         evaluate = self.elements(ops)
-        spectrum = self.spectrum(ops, k) if self.spectrum is not None else None
+        spectrum = None
+        if shared is None and self.spectrum is not None:
+            spectrum = self.spectrum(ops, k)
 
-        def levels_at(p: Params, es: Any) -> tuple[jax.Array, Levels]:
+        def levels_at(p: Params, es: Any, given: Any = None) -> tuple[jax.Array, Levels]:
             """The levels and every operator's `Levels` between them, stacked in `ops`'
             order."""
+            if given is not None:
+                w, diag, sq = given
+                return w, Levels(diag, sq)
             found = spectrum(p) if spectrum is not None and es is None else None
             if found is not None:
                 w, diag, sq = found
@@ -203,8 +219,10 @@ class Engine:
 
         index = {id(op): n for n, op in enumerate(ops)}
 
-        def one(p: Params, dynamic: Sequence[dict[str, Any]], es: Any) -> jax.Array:
-            w, elements = levels_at(p, es)
+        def one(
+            p: Params, dynamic: Sequence[dict[str, Any]], es: Any, given: Any = None
+        ) -> jax.Array:
+            w, elements = levels_at(p, es, given)
             rates = Rates(index)
             for (name, scale, items), dyn in zip(static, dynamic):
                 o = {**dict(items), **dyn}
@@ -212,7 +230,15 @@ class Engine:
             rate = rates.total(w, elements, factor)
             return rate if get_rate else time_of(rate)
 
-        def run(values: dict[str, jax.Array], dynamic: list[dict[str, Any]], esys: Any) -> Any:
+        def run(
+            values: dict[str, jax.Array],
+            dynamic: list[dict[str, Any]],
+            esys: Any,
+            found: Any = None,
+        ) -> Any:
+            if found is not None:
+                fn = lambda p, g: one(p, dynamic, None, g)
+                return _params.map_batch(fn, values, tuple(found), core_ndims=(0, (1, 2, 3)))
             if esys is None:
                 return _params.map_batch(lambda p: one(p, dynamic, None), values)
             es = tuple(jnp.asarray(x) for x in esys)
@@ -221,7 +247,22 @@ class Engine:
 
         return run
 
-    def _operators(self, static: StaticPlan) -> tuple[Terms, ...]:
+    def shared_spectrum(self, ops: tuple[Terms, ...], k: int) -> Callable | None:
+        """`values -> (w, diag, sq)`, or None, with the values' batch shape in front: the
+        spectrum of `ops` (`Engine(spectrum=)`'s) at every point, for `program(shared=ops)`;
+        None where the model has no such spectrum (each program then computes its own).
+        The function itself returns None where the spectrum does not serve the parameters
+        (a complex coefficient: the programs' JAX path serves those)."""
+        spectrum = self.spectrum(ops, k) if self.spectrum is not None else None
+        if spectrum is None:
+            return None
+
+        def run(values: dict[str, jax.Array]) -> Any:
+            return _params.map_batch(spectrum, values)  # None is an empty pytree, as under vmap
+
+        return run
+
+    def operators(self, static: StaticPlan) -> tuple[Terms, ...]:
         """Every operator the plan's channels take matrix elements of, each once."""
         found: dict[int, Terms] = {}
 
