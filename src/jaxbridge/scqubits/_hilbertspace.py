@@ -9,13 +9,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .. import _host
 from . import _hs_errors as _errors
 from . import _params
-from ._composite import Composite, ExprTerm, Factor, ProductTerm, Term
+from ._composite import Composite, ExprTerm, Factor, MatrixTerm, ProductTerm, Term
 from ._eigen import dressed_structure, eigh_k, eigvalsh_k
 from ._expr import has_complex_literal
+from ._branch import LabelAmbiguityError, branch_labels, energy_order, lexical_order
 from ._lookup import dressed_indices, energy_at
-from ._subsystems import Part, part
+from ._subsystems import OscillatorPart, Part, as_matrix, fix_phases, part
 
 if TYPE_CHECKING:  # jaxtyping is a test-time dependency only
     from jaxtyping import Array, Float, Inexact, Int
@@ -46,10 +48,15 @@ def _read_terms(hs: Any, parts: list[Part]) -> tuple[list[Term], list[Any]]:
 
     terms: list[Term] = []
     defaults: list[Any] = []
+    phases: list[np.ndarray] | None = None
     for t, term in enumerate(hs.interaction_list):
         where = f"interaction term {t}"
         if isinstance(term, qutip.Qobj):
-            raise ValueError(_errors.HS_QOBJ.format(index=t))
+            if phases is None:
+                phases = _bare_phases(hs, parts, t)
+            terms.append(_matrix_term(term, t, phases, [p.dim for p in parts]))
+            defaults.append(None)
+            continue
         if isinstance(term, InteractionTerm):
             g = _number(term.g_strength)
             factors = [
@@ -87,6 +94,49 @@ def _read_terms(hs: Any, parts: list[Part]) -> tuple[list[Term], list[Any]]:
         else:
             raise TypeError(_errors.HS_TERM_TYPE.format(index=t, got=type(term).__name__))
     return terms, defaults
+
+
+def _bare_phases(hs: Any, parts: list[Part], index: int) -> list[np.ndarray]:
+    """Per subsystem, `d[l] = <v_model_l|v_scqubits_l>` at the object's values: the unit
+    numbers that take scqubits' bare eigenbasis (its solver's phases) to the model's."""
+    out = []
+    with jax.enable_x64(True):
+        for p, sub in zip(parts, hs):
+            values = {k: jnp.asarray(v) for k, v in p.defaults.items()}
+            _, v = p.esys(values, p.dim)
+            if v is None:  # an oscillator: its Fock basis is its eigenbasis
+                out.append(np.ones(p.dim))
+                continue
+            _, theirs = sub.eigensys(evals_count=p.dim)
+            d = np.sum(np.asarray(v).conj() * np.asarray(theirs), axis=0)
+            bad = np.abs(np.abs(d) - 1.0) > 1e-6
+            if bad.any():
+                level = int(np.argmax(bad))
+                raise ValueError(
+                    _errors.HS_QOBJ_PHASES.format(
+                        index=index, level=level, id_str=p.id_str, overlap=float(abs(d[level]))
+                    )
+                )
+            out.append(d / np.abs(d))
+    return out
+
+
+def _matrix_term(q: Any, index: int, phases: list[np.ndarray], dims: list[int]) -> MatrixTerm:
+    """A `qobj=` term in the model's bare phases: `D Q D^dagger`, `D` the kron of the phases."""
+    m = as_matrix(q)
+    dim = int(np.prod(dims))
+    if m.shape != (dim, dim):
+        raise ValueError(_errors.HS_QOBJ_SHAPE.format(index=index, got=m.shape, dim=dim, dims=dims))
+    skew = float(np.max(np.abs(m - m.conj().T))) if m.size else 0.0
+    if skew > 1e-10 * max(1.0, float(np.max(np.abs(m)))):
+        raise ValueError(_errors.HS_QOBJ_HERMITIAN.format(index=index, got=skew))
+    d = np.ones((1,))
+    for ph in phases:
+        d = (d[:, None] * ph[None, :]).reshape(-1)
+    m = d[:, None] * m * d.conj()[None, :]
+    if not np.iscomplexobj(m) or not np.any(m.imag):
+        m = np.real(m)
+    return MatrixTerm(m, bool(np.iscomplexobj(m)))
 
 
 class HilbertSpaceModel:
@@ -184,6 +234,11 @@ class HilbertSpaceModel:
         out: list[Any] = []
         for t, (value, default) in enumerate(zip(given, defaults)):
             where = f'`params["g"][{t}]`'
+            if default is None:  # a fixed `qobj=` term
+                if value is not None:
+                    raise ValueError(_errors.HS_G_QOBJ.format(method=method, index=t, got=value))
+                out.append(None)
+                continue
             if isinstance(default, dict):
                 value = {} if value is None else value
                 if not isinstance(value, Mapping) or not set(value) <= set(default):
@@ -203,7 +258,17 @@ class HilbertSpaceModel:
         return out
 
     def _run(self, what: str, params: ParamsArg, k: int = 0, extra: Any = None) -> Any:
-        return self._compiled(self._values(params, what), what=what, k=k, extra=extra)
+        values = self._values(params, what)
+        try:
+            return self._compiled(values, what=what, k=k, extra=extra)
+        except jax.errors.JaxRuntimeError as error:
+            # Eagerly, the branch walk's own error rather than XLA's wrapping of its text.
+            text = str(error)
+            mark = "LabelAmbiguityError: "
+            if mark not in text:
+                raise
+            message = text[text.index(mark) + len(mark) :].split("\nHost traceback")[0]
+            raise LabelAmbiguityError(message) from error
 
     def _evaluate(self, values: dict[str, Any], *, what: str, k: int, extra: Any) -> Any:
         comp = self._composite
@@ -225,13 +290,73 @@ class HilbertSpaceModel:
             w, v = eigh_k(h, k, structure)
             if what == "eigensys":
                 return w, v
-            labels = dressed_indices(v, self._threshold, self._ignore_low_overlap)
+            if what == "dressed_basis":  # the levels and the states, their phases fixed
+                return w, fix_phases(v)
+            if what in ("lookup", "components") and extra[0] != "DE":
+                labels = self._branch_labels(P, v, extra)
+            else:
+                labels = dressed_indices(v, self._threshold, self._ignore_low_overlap)
+            if what == "components":
+                return labels, fix_phases(v)
             if what == "dispersive":  # the labels, the levels, every subsystem's bare levels
                 bare = [part.esys(P[i], part.dim)[0] for part, i in zip(comp.parts, self._ids)]
                 return labels, w, bare
             return labels, w
 
         return _params.map_batch(one, values)
+
+    def _branch_labels(self, P: dict[str, Any], v: jax.Array, extra: Any) -> jax.Array:
+        """scqubits' "LX" or "BE" labels at one point, by the host walk of `_branch`."""
+        ordering, priority, count = extra
+        comp = self._composite
+        dims = tuple(self.subsystem_dims)
+        phased = tuple(not isinstance(p, OscillatorPart) for p in comp.parts)
+        bare = [jax.lax.stop_gradient(w) for w, _ in comp.bare(P)]
+
+        def walk(evecs: np.ndarray, *levels: np.ndarray) -> np.ndarray:
+            if ordering == "LX":
+                order = lexical_order(dims, priority)
+            else:
+                order = energy_order(levels, count)
+            return branch_labels(
+                evecs, dims, order, priority, tuple(self._oscillator), phased, ordering
+            )
+
+        result = jax.ShapeDtypeStruct((self.dim,), jnp.int32)
+        return _host.host(walk, result=result)(jax.lax.stop_gradient(v), *bare)
+
+    def _ordering(
+        self, method: str, ordering: Any, subsys_priority: Any, BEs_count: Any, k: int | None
+    ) -> tuple[tuple[str, tuple[int, ...], int], int]:
+        """The static lookup key `(ordering, priority, count)` and the levels to diagonalise."""
+        n = len(self._ids)
+        if ordering not in ("DE", "LX", "BE"):
+            raise ValueError(_errors.HS_ORDERING.format(method=method, got=ordering))
+        if subsys_priority is None:
+            priority = tuple(range(n))
+        else:
+            ok = isinstance(subsys_priority, list | tuple) and sorted(
+                int(i) if isinstance(i, int | np.integer) else -1 for i in subsys_priority
+            ) == list(range(n))
+            if not ok:
+                raise ValueError(
+                    _errors.HS_PRIORITY.format(method=method, last=n - 1, got=subsys_priority)
+                )
+            priority = tuple(int(i) for i in subsys_priority)
+        if ordering == "DE":  # scqubits warns and ignores the two for "DE"
+            return ("DE", (), 0), self.dim if k is None else k
+        if ordering == "LX":
+            if k is not None and k != self.dim:
+                raise ValueError(_errors.HS_LX_EVALS.format(method=method, dim=self.dim, got=k))
+            return ("LX", priority, self.dim), self.dim
+        if BEs_count is not None and (
+            not isinstance(BEs_count, int | np.integer) or not 1 <= BEs_count <= self.dim
+        ):
+            raise ValueError(_errors.HS_BES_COUNT.format(method=method, most=self.dim, got=BEs_count))
+        if k is None:  # `HilbertSpace.generate_lookup` diagonalises for `BEs_count` states
+            k = self.dim if BEs_count is None else int(BEs_count)
+        count = k if BEs_count is None else min(int(BEs_count), k)
+        return ("BE", priority, count), k
 
     # -- argument checks
 
@@ -349,7 +474,14 @@ class HilbertSpaceModel:
         return self._run("bare_eigensys", params, k, s)
 
     def dressed_index(
-        self, bare: tuple[int, ...], params: ParamsArg = None, evals_count: int | None = None
+        self,
+        bare: tuple[int, ...],
+        params: ParamsArg = None,
+        evals_count: int | None = None,
+        *,
+        ordering: str = "DE",
+        subsys_priority: list[int] | None = None,
+        BEs_count: int | None = None,
     ) -> Indices:
         """The dressed index scqubits' `generate_lookup` gives the bare product state `bare`.
 
@@ -359,12 +491,24 @@ class HilbertSpaceModel:
             evals_count: None labels all `dim` dressed states, as `HilbertSpace.generate_lookup`;
                 an integer labels the lowest `evals_count`, as a `ParameterSweep` with that
                 `evals_count`.
+            ordering: `generate_lookup`'s `ordering` (static): "DE" (by dressed energy and
+                overlap, the default), "LX" (branch analysis in lexical order, every state:
+                `evals_count` None) or "BE" (branch analysis in order of bare energy).
+            subsys_priority: `generate_lookup`'s permutation of the subsystems ("LX", "BE").
+            BEs_count: how many bare states "BE" labels (None: every state diagonalised for).
 
         Returns:
             `(*batch,)` int32, -1 where no dressed state has `bare` as its label (scqubits'
             None). A discrete choice: it has no derivative.
+
+        Raises:
+            jaxbridge.HostError: for "LX" and "BE", where scqubits' label at a point depends on
+                the phases of its bare eigenvectors or on rounding (the message says which
+                states compete); the model never guesses. Eagerly the `LabelAmbiguityError`
+                is its `__cause__`.
         """
-        return self._lookup("dressed_index", bare, params, evals_count, False)[0]
+        key = (ordering, subsys_priority, BEs_count)
+        return self._lookup("dressed_index", bare, params, evals_count, False, key)[0]
 
     def energy_by_bare_index(
         self,
@@ -372,6 +516,10 @@ class HilbertSpaceModel:
         params: ParamsArg = None,
         evals_count: int | None = None,
         subtract_ground: bool = False,
+        *,
+        ordering: str = "DE",
+        subsys_priority: list[int] | None = None,
+        BEs_count: int | None = None,
     ) -> Energies:
         """The dressed energy labelled by `bare` (scqubits' `energy_by_bare_index`).
 
@@ -380,6 +528,7 @@ class HilbertSpaceModel:
             params: as in the class docstring.
             evals_count: as for `dressed_index`.
             subtract_ground: subtract the dressed ground-state energy.
+            ordering, subsys_priority, BEs_count: the labelling, as for `dressed_index`.
 
         Returns:
             `(*batch,)`, NaN where no dressed state has the label. Differentiable: the label is
@@ -407,8 +556,9 @@ class HilbertSpaceModel:
             ['g', 'tmon']
             >>> jax.config.update("jax_enable_x64", False)
         """
+        key = (ordering, subsys_priority, BEs_count)
         return self._lookup(
-            "energy_by_bare_index", bare, params, evals_count, bool(subtract_ground)
+            "energy_by_bare_index", bare, params, evals_count, bool(subtract_ground), key
         )[1]
 
     def energy_by_dressed_index(
@@ -440,7 +590,14 @@ class HilbertSpaceModel:
         return w[..., dressed] - w[..., 0] if subtract_ground else w[..., dressed]
 
     def bare_index(
-        self, dressed: int, params: ParamsArg = None, evals_count: int | None = None
+        self,
+        dressed: int,
+        params: ParamsArg = None,
+        evals_count: int | None = None,
+        *,
+        ordering: str = "DE",
+        subsys_priority: list[int] | None = None,
+        BEs_count: int | None = None,
     ) -> jax.Array:
         """The bare product state that labels dressed state `dressed` (scqubits'
         `bare_index`, the inverse of `dressed_index`).
@@ -449,15 +606,20 @@ class HilbertSpaceModel:
             dressed: the dressed index (static).
             params: as in the class docstring.
             evals_count: as for `dressed_index`.
+            ordering, subsys_priority, BEs_count: the labelling, as for `dressed_index`.
 
         Returns:
             `(*batch, n_subsystems)` int32: one bare level per subsystem, all -1 where no
             bare state labels `dressed` (scqubits' None). Discrete: no derivative.
         """
-        k = self.dim if evals_count is None else self._count(evals_count, "bare_index", self.dim)
+        k = None if evals_count is None else self._count(evals_count, "bare_index", self.dim)
+        key, k = self._ordering("bare_index", ordering, subsys_priority, BEs_count, k)
         if not isinstance(dressed, int | np.integer) or not 0 <= dressed < k:
             raise ValueError(_errors.HS_DRESSED.format(method="bare_index", got=dressed, k=k))
-        labels, _ = self._run("lookup", params, k)
+        labels, _ = self._run("lookup", params, k, key)
+        return self._bare_of(labels, dressed)
+
+    def _bare_of(self, labels: jax.Array, dressed: Any) -> jax.Array:
         hit = labels == dressed
         found = jnp.any(hit, axis=-1)
         position = jnp.argmax(hit, axis=-1)
@@ -562,13 +724,20 @@ class HilbertSpaceModel:
         return {"lamb": lamb, "kerr": kerr, "chi": chi}
 
     def _lookup(
-        self, method: str, bare: Any, params: ParamsArg, evals_count: Any, subtract: bool
+        self,
+        method: str,
+        bare: Any,
+        params: ParamsArg,
+        evals_count: Any,
+        subtract: bool,
+        ordering: tuple[Any, Any, Any] = ("DE", None, None),
     ) -> tuple[jax.Array, jax.Array]:
         position = self._bare_position(bare, method)
-        k = self.dim if evals_count is None else self._count(evals_count, method, self.dim)
+        k = None if evals_count is None else self._count(evals_count, method, self.dim)
+        key, k = self._ordering(method, *ordering, k)
         # One program labels every bare state (compiled once per evals_count); picking one
         # label and its energy is a gather outside it.
-        labels, w = self._run("lookup", params, k)
+        labels, w = self._run("lookup", params, k, key)
         index = labels[..., position]
         energy = energy_at(w, index)
         return index, energy - w[..., 0] if subtract else energy
