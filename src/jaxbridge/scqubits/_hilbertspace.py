@@ -17,6 +17,7 @@ from ._eigen import dressed_structure, eigh_k, eigvalsh_k
 from ._expr import has_complex_literal
 from ._branch import LabelAmbiguityError, branch_labels, energy_order, lexical_order
 from ._lookup import dressed_indices, energy_at
+from ._transitions import Planner, State
 from ._subsystems import OscillatorPart, Part, as_matrix, fix_phases, part
 
 if TYPE_CHECKING:  # jaxtyping is a test-time dependency only
@@ -96,7 +97,7 @@ def _read_terms(hs: Any, parts: list[Part]) -> tuple[list[Term], list[Any]]:
     return terms, defaults
 
 
-def _bare_phases(hs: Any, parts: list[Part], index: int) -> list[np.ndarray]:
+def _bare_phases(hs: Any, parts: list[Part], index: int | None) -> list[np.ndarray]:
     """Per subsystem, `d[l] = <v_model_l|v_scqubits_l>` at the object's values: the unit
     numbers that take scqubits' bare eigenbasis (its solver's phases) to the model's."""
     out = []
@@ -112,8 +113,9 @@ def _bare_phases(hs: Any, parts: list[Part], index: int) -> list[np.ndarray]:
             bad = np.abs(np.abs(d) - 1.0) > 1e-6
             if bad.any():
                 level = int(np.argmax(bad))
+                text = _errors.HS_QOBJ_PHASES if index is not None else _errors.HS_BARE_PHASES
                 raise ValueError(
-                    _errors.HS_QOBJ_PHASES.format(
+                    text.format(
                         index=index, level=level, id_str=p.id_str, overlap=float(abs(d[level]))
                     )
                 )
@@ -188,6 +190,9 @@ class HilbertSpaceModel:
             isinstance(sub, scqubits.Oscillator) or bool(getattr(sub, "is_purely_harmonic", False))
             for sub in hs
         ]
+        self._hs = hs
+        self._operators: list[tuple[int, Any, bool]] = []  # op_in_dressed_eigenbasis' operators
+        self._planner = Planner(self._ids, list(hs), self.subsystem_dims)
         self._compiled = jax.jit(self._evaluate, static_argnames=("what", "k", "extra"))
         jax.eval_shape(lambda P: self._composite.hamiltonian(P), self._values(None, "model"))
 
@@ -281,6 +286,8 @@ class HilbertSpaceModel:
                 return w, jnp.eye(
                     comp.parts[extra].native_dim, k, dtype=w.dtype
                 ) if v is None else v
+            if what == "dressed_op":
+                return self._dressed_op(P, k, extra)
             h = comp.hamiltonian(P)
             if what == "hamiltonian":
                 return h
@@ -304,6 +311,23 @@ class HilbertSpaceModel:
             return labels, w
 
         return _params.map_batch(one, values)
+
+    def _dressed_op(self, P: dict[str, Any], k: int, token: int) -> jax.Array:
+        """`<E_i|O|E_j>` for the k lowest dressed states (phases fixed) at one point."""
+        comp = self._composite
+        s, fn, in_bare = self._operators[token]
+        bare = comp.bare(P)
+        h = comp.hamiltonian(P, bare)
+        o = fn(P[self._ids[s]])
+        v = bare[s][1]
+        if not in_bare and v is not None:
+            dtype = jnp.result_type(o.dtype, v.dtype)
+            o = v.conj().T.astype(dtype) @ o.astype(dtype) @ v.astype(dtype)
+        _, e = eigh_k(h, k, dressed_structure(h.shape[-1]))
+        e = fix_phases(e)
+        big = comp.wrap(o, s)
+        dtype = jnp.result_type(big.dtype, e.dtype)
+        return e.conj().T.astype(dtype) @ big.astype(dtype) @ e.astype(dtype)
 
     def _branch_labels(self, P: dict[str, Any], v: jax.Array, extra: Any) -> jax.Array:
         """scqubits' "LX" or "BE" labels at one point, by the host walk of `_branch`."""
@@ -722,6 +746,229 @@ class HilbertSpaceModel:
                 else:
                     chi[(s1, s2)] = table[..., :, 1]
         return {"lamb": lamb, "kerr": kerr, "chi": chi}
+
+    def transitions(
+        self,
+        params: ParamsArg = None,
+        subsystems: Any = None,
+        initial: Any = None,
+        final: Any = None,
+        sidebands: bool = False,
+        photon_number: int = 1,
+        make_positive: bool = False,
+        evals_count: int | None = None,
+        *,
+        omit_nan: bool = True,
+        ordering: str = "DE",
+        subsys_priority: list[int] | None = None,
+        BEs_count: int | None = None,
+    ) -> tuple[list[tuple[State, State]], Float[Array, "*batch n"]]:
+        """The transitions and their energies, as `ParameterSweep.transitions` lists them.
+
+        Args:
+            params: as in the class docstring; a batch is the sweep.
+            subsystems: the active subsystems (their `id_str`s or scqubits objects, one or a
+                list; None: all), as scqubits'.
+            initial: a bare label (all subsystems, or the active ones: the others are 0), a
+                dressed index, a list of them, or None (the bare ground state).
+            final: a bare label, a dressed index, -1 (every dressed state), a list, or None:
+                every level of each active subsystem alone (with `sidebands`, every
+                combination of the active ones); from a dressed `initial`, every bare state.
+            sidebands: as scqubits'.
+            photon_number: the energies are divided by it.
+            make_positive: absolute values.
+            evals_count: the dressed states labelled (a ParameterSweep's `evals_count`; None:
+                all, as a HilbertSpace).
+            omit_nan: drop the transitions that are NaN at every point (a label without a
+                dressed state), as scqubits does; needs concrete values. Under `jit`, `vmap`
+                or `grad` pass False: the list is then static and NaN columns stay.
+            ordering, subsys_priority, BEs_count: the labelling, as for `dressed_index`.
+
+        Returns:
+            `(labels, energies)`: `labels[i]` the `(initial, final)` pair of transition i
+            (tuples for bare labels, ints for dressed indices, as scqubits'), `energies`
+            `(*batch, n)` with transition i in column i (scqubits' list of arrays stacked on
+            the last axis). Differentiable, the labels held fixed.
+
+        Raises:
+            ValueError: a state beyond a truncation or of the wrong length, an unknown
+                subsystem, or `omit_nan=True` under a transformation.
+        """
+        k = None if evals_count is None else self._count(evals_count, "transitions", self.dim)
+        key, k = self._ordering("transitions", ordering, subsys_priority, BEs_count, k)
+        pairs = self._planner.plan(subsystems, initial, final, bool(sidebands), k)
+        labels, w = self._run("lookup", params, k, key)
+
+        def energy(state: State) -> jax.Array:
+            if isinstance(state, int):
+                return w[..., state]
+            return energy_at(w, labels[..., int(np.ravel_multi_index(state, self.subsystem_dims))])
+
+        columns = [(energy(b) - energy(a)) / photon_number for a, b in pairs]
+        columns = [jnp.abs(c) if make_positive else c for c in columns]
+        energies = (
+            jnp.stack(columns, axis=-1) if columns else jnp.zeros((*w.shape[:-1], 0), w.dtype)
+        )
+        if not omit_nan:
+            return pairs, energies
+        if isinstance(energies, jax.core.Tracer):
+            raise ValueError(_errors.HS_OMIT_NAN)
+        nan = np.isnan(np.asarray(energies)).reshape(-1, len(pairs)).all(axis=0)
+        keep = [i for i in range(len(pairs)) if not nan[i]]
+        return [pairs[i] for i in keep], energies[..., np.asarray(keep, dtype=int)]
+
+    def op_in_dressed_eigenbasis(
+        self,
+        op: Any,
+        params: ParamsArg = None,
+        truncated_dim: int | None = None,
+        op_in_bare_eigenbasis: bool = False,
+    ) -> Matrices:
+        """A subsystem's operator in the dressed eigenbasis (scqubits'
+        `HilbertSpace.op_in_dressed_eigenbasis`), `<E_i|O|E_j>` for i, j < `truncated_dim`.
+
+        Args:
+            op: a bound operator method of a subsystem (`tmon.n_operator`), `(id_str, name)`
+                (`("tmon", "n_operator")`), or scqubits' `(matrix, subsystem)` (the subsystem
+                by object or `id_str`): the matrix in the subsystem's own basis, or in its bare
+                eigenbasis with `op_in_bare_eigenbasis=True`. Resolved once (static).
+            params: as in the class docstring.
+            truncated_dim: how many dressed states (static); None: `dim`, as scqubits'.
+            op_in_bare_eigenbasis: as scqubits', for the `(matrix, subsystem)` form. scqubits'
+                bare eigenbasis has its eigensolver's phases at the object's values; the model
+                takes the matrix to its own phases there once (as a `qobj=` term).
+
+        Returns:
+            `(*batch, t, t)`. Each dressed state is fixed up to a phase: the model makes its
+            largest component (first half, as for the bare states) real and positive, where
+            scqubits keeps its solver's phases, so element `(i, j)` equals scqubits' times
+            `conj(p_i) p_j` for unit numbers `p`; the moduli and the diagonal equal scqubits'.
+            Differentiable (degenerate dressed levels within `t` make element derivatives
+            undefined, as for any eigenvector).
+
+        Raises:
+            ValueError: an operator or subsystem the model does not know, a bad
+                `truncated_dim`.
+        """
+        method = "op_in_dressed_eigenbasis"
+        if truncated_dim is not None and (
+            not isinstance(truncated_dim, int | np.integer) or not 1 <= truncated_dim <= self.dim
+        ):
+            raise ValueError(_errors.HS_TRUNCATE.format(method=method, most=self.dim, got=truncated_dim))
+        t = self.dim if truncated_dim is None else int(truncated_dim)
+        token = self._operator(op, bool(op_in_bare_eigenbasis), method)
+        return self._run("dressed_op", params, t, token)
+
+    def dressed_state_components(
+        self,
+        state_label: Any,
+        params: ParamsArg = None,
+        components_count: int | None = None,
+        return_probability: bool = True,
+        evals_count: int | None = None,
+        *,
+        ordering: str = "DE",
+        subsys_priority: list[int] | None = None,
+        BEs_count: int | None = None,
+    ) -> tuple[Int[Array, "*batch c n"], Inexact[Array, "*batch c"]]:
+        """A dressed state's bare components, largest first (scqubits'
+        `dressed_state_components`, its dict as two arrays).
+
+        Args:
+            state_label: a bare label (the dressed state it labels) or a dressed index
+                (static).
+            params: as in the class docstring.
+            components_count: how many components (static); None: all `dim`.
+            return_probability: `|amplitude|^2`; False: the amplitudes.
+            evals_count: the dressed states diagonalised and labelled, as for `dressed_index`.
+            ordering, subsys_priority, BEs_count: the labelling, as for `dressed_index`.
+
+        Returns:
+            `(labels, values)`: `(*batch, c, n_subsystems)` int32, the bare labels (scqubits'
+            dict keys, in its order), and `(*batch, c)` their probabilities (or amplitudes).
+            Components of equal weight come in increasing bare order (scqubits' order of such
+            ties follows NumPy's unstable sort). Amplitudes carry the model's phases (see
+            `op_in_dressed_eigenbasis`); probabilities equal scqubits'. Where a bare label
+            has no dressed state, labels -1 and values NaN (scqubits raises `IndexError`).
+            Probabilities are differentiable.
+        """
+        method = "dressed_state_components"
+        k = None if evals_count is None else self._count(evals_count, method, self.dim)
+        key, k = self._ordering(method, ordering, subsys_priority, BEs_count, k)
+        c = self.dim if components_count is None else components_count
+        if not isinstance(c, int | np.integer) or not 1 <= c <= self.dim:
+            raise ValueError(_errors.HS_TRUNCATE.format(method=method, most=self.dim, got=c))
+        if isinstance(state_label, int | np.integer):
+            if not 0 <= state_label < k:
+                raise ValueError(_errors.HS_DRESSED.format(method=method, got=state_label, k=k))
+            position = None
+        else:
+            position = self._bare_position(state_label, method)
+        labels, v = self._run("components", params, k, key)
+        if position is None:
+            index = jnp.full(v.shape[:-2], int(state_label), jnp.int32)
+        else:
+            index = labels[..., position]
+        safe = jnp.clip(index, 0, k - 1)
+        amp = jnp.take_along_axis(v, safe[..., None, None], axis=-1)[..., 0]  # (*batch, D)
+        order = jnp.argsort(-jax.lax.stop_gradient(jnp.abs(amp)), axis=-1, stable=True)[..., :c]
+        picked = jnp.take_along_axis(amp, order, axis=-1)
+        values = jnp.abs(picked) ** 2 if return_probability else picked
+        found = index >= 0
+        values = jnp.where(found[..., None], values, jnp.nan)
+        bare = jnp.stack(jnp.unravel_index(order, tuple(self.subsystem_dims)), axis=-1)
+        bare = jnp.where(found[..., None, None], bare, -1).astype(jnp.int32)
+        return bare, values
+
+    def _operator(self, op: Any, in_bare: bool, method: str) -> int:
+        """Resolves `op` once; the token names it in the compiled program."""
+        parts = self._composite.parts
+        where = f"`{method}`"
+
+        def subsystem_of(x: Any) -> int | None:
+            for i, (part, id_str) in enumerate(zip(parts, self._ids)):
+                if x is part.obj or (isinstance(x, str) and x == id_str):
+                    return i
+            return None
+
+        entry: tuple[int, Any, bool] | None = None
+        if callable(op) and not hasattr(op, "shape") and not hasattr(op, "full"):
+            s = subsystem_of(getattr(op, "__self__", None))
+            if s is not None:
+                entry = (s, parts[s].operator(op, where)[0], False)
+        elif isinstance(op, tuple) and len(op) == 2:
+            first, second = op
+            if isinstance(first, str) and isinstance(second, str):
+                s = subsystem_of(first)
+                if s is not None:
+                    entry = (s, parts[s].named(second, where)[0], False)
+            else:
+                s = subsystem_of(second)
+                if s is not None:
+                    if in_bare:
+                        entry = (s, self._bare_matrix(first, s, where), True)
+                    else:
+                        entry = (s, parts[s].operator(first, where)[0], False)
+        if entry is None:
+            raise ValueError(_errors.HS_OP.format(method=method, got=op))
+        self._operators.append(entry)
+        return len(self._operators) - 1
+
+    def _bare_matrix(self, matrix: Any, s: int, where: str) -> Any:
+        """A matrix in scqubits' bare eigenbasis of subsystem s, taken to the model's phases."""
+        part = self._composite.parts[s]
+        m = as_matrix(matrix)
+        if m.shape != (part.dim, part.dim):
+            raise ValueError(
+                _errors.HS_OPERATOR_SHAPE.format(
+                    where=where, id_str=part.id_str, dim=part.dim, got=m.shape
+                )
+            )
+        d = _bare_phases(self._hs, self._composite.parts, None)[s]
+        m = d[:, None] * m * d.conj()[None, :]
+        if np.iscomplexobj(m) and not np.any(m.imag):
+            m = np.real(m)
+        return lambda p, m=m: jnp.asarray(m)
 
     def _lookup(
         self,

@@ -64,6 +64,13 @@ HS_QOBJ_PHASES = (
     "`add_interaction(g=..., op1=..., op2=...)` or `expr=`."
 )
 
+HS_BARE_PHASES = (
+    "`op_in_dressed_eigenbasis(op_in_bare_eigenbasis=True)`: the matrix is in scqubits' bare "
+    "eigenbasis, but bare level {level} of subsystem `{id_str}` is degenerate (overlap "
+    "{overlap:.3g} with the model's eigenvector), so which basis it refers to is the "
+    "eigensolver's choice. Pass the operator in the subsystem's own basis, or by name."
+)
+
 HS_G_QOBJ = (
     '`{method}`: `params["g"][{index}]` belongs to a fixed `qobj=` term, which has no '
     "parameter; leave it None. Got {got!r}."
