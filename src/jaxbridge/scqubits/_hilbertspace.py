@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -15,6 +16,7 @@ from . import _params
 from ._composite import Composite, ExprTerm, Factor, MatrixTerm, ProductTerm, Term
 from ._eigen import dressed_structure, eigh_k, eigvalsh_k
 from ._expr import has_complex_literal
+from ._terms import complex_of
 from ._branch import LabelAmbiguityError, branch_labels, energy_order, lexical_order
 from ._lookup import dressed_indices, energy_at
 from ._transitions import Planner, State
@@ -192,6 +194,7 @@ class HilbertSpaceModel:
         ]
         self._hs = hs
         self._operators: list[tuple[int, Any, bool]] = []  # op_in_dressed_eigenbasis' operators
+        self._tokens: dict[Any, int] = {}
         self._planner = Planner(self._ids, list(hs), self.subsystem_dims)
         self._compiled = jax.jit(self._evaluate, static_argnames=("what", "k", "extra"))
         jax.eval_shape(lambda P: self._composite.hamiltonian(P), self._values(None, "model"))
@@ -299,7 +302,7 @@ class HilbertSpaceModel:
                 return w, v
             if what == "dressed_basis":  # the levels and the states, their phases fixed
                 return w, fix_phases(v)
-            if what in ("lookup", "components") and extra[0] != "DE":
+            if what != "dispersive" and extra[0] != "DE":
                 labels = self._branch_labels(P, v, extra)
             else:
                 labels = dressed_indices(v, self._threshold, self._ignore_low_overlap)
@@ -321,12 +324,12 @@ class HilbertSpaceModel:
         o = fn(P[self._ids[s]])
         v = bare[s][1]
         if not in_bare and v is not None:
-            dtype = jnp.result_type(o.dtype, v.dtype)
+            dtype = _common(o, v)
             o = v.conj().T.astype(dtype) @ o.astype(dtype) @ v.astype(dtype)
         _, e = eigh_k(h, k, dressed_structure(h.shape[-1]))
         e = fix_phases(e)
         big = comp.wrap(o, s)
-        dtype = jnp.result_type(big.dtype, e.dtype)
+        dtype = _common(big, e)
         return e.conj().T.astype(dtype) @ big.astype(dtype) @ e.astype(dtype)
 
     def _branch_labels(self, P: dict[str, Any], v: jax.Array, extra: Any) -> jax.Array:
@@ -797,18 +800,17 @@ class HilbertSpaceModel:
         k = None if evals_count is None else self._count(evals_count, "transitions", self.dim)
         key, k = self._ordering("transitions", ordering, subsys_priority, BEs_count, k)
         pairs = self._planner.plan(subsystems, initial, final, bool(sidebands), k)
-        labels, w = self._run("lookup", params, k, key)
-
-        def energy(state: State) -> jax.Array:
-            if isinstance(state, int):
-                return w[..., state]
-            return energy_at(w, labels[..., int(np.ravel_multi_index(state, self.subsystem_dims))])
-
-        columns = [(energy(b) - energy(a)) / photon_number for a, b in pairs]
-        columns = [jnp.abs(c) if make_positive else c for c in columns]
-        energies = (
-            jnp.stack(columns, axis=-1) if columns else jnp.zeros((*w.shape[:-1], 0), w.dtype)
+        dims = self.subsystem_dims
+        spec = tuple(
+            tuple(
+                (True, x) if isinstance(x, int) else (False, int(np.ravel_multi_index(x, dims)))
+                for x in pair
+            )
+            for pair in pairs
         )
+        labels, w = self._run("lookup", params, k, key)
+        # A second, small program: the gathers of this list (the labels' program is shared).
+        energies = _columns(labels, w, spec, photon_number, bool(make_positive))
         if not omit_nan:
             return pairs, energies
         if isinstance(energies, jax.core.Tracer):
@@ -905,20 +907,14 @@ class HilbertSpaceModel:
         else:
             position = self._bare_position(state_label, method)
         labels, v = self._run("components", params, k, key)
-        if position is None:
-            index = jnp.full(v.shape[:-2], int(state_label), jnp.int32)
-        else:
-            index = labels[..., position]
-        safe = jnp.clip(index, 0, k - 1)
-        amp = jnp.take_along_axis(v, safe[..., None, None], axis=-1)[..., 0]  # (*batch, D)
-        order = jnp.argsort(-jax.lax.stop_gradient(jnp.abs(amp)), axis=-1, stable=True)[..., :c]
-        picked = jnp.take_along_axis(amp, order, axis=-1)
-        values = jnp.abs(picked) ** 2 if return_probability else picked
-        found = index >= 0
-        values = jnp.where(found[..., None], values, jnp.nan)
-        bare = jnp.stack(jnp.unravel_index(order, tuple(self.subsystem_dims)), axis=-1)
-        bare = jnp.where(found[..., None, None], bare, -1).astype(jnp.int32)
-        return bare, values
+        # The label (bare position or dressed index) is an argument of a small second program.
+        where = jnp.asarray(-1 if position is None else position, jnp.int32)
+        dressed = jnp.asarray(0 if position is None else -1, jnp.int32) + (
+            int(state_label) if position is None else 0
+        )
+        return _components(
+            labels, v, where, dressed, tuple(self.subsystem_dims), int(c), bool(return_probability)
+        )
 
     def _operator(self, op: Any, in_bare: bool, method: str) -> int:
         """Resolves `op` once; the token names it in the compiled program."""
@@ -932,27 +928,40 @@ class HilbertSpaceModel:
             return None
 
         entry: tuple[int, Any, bool] | None = None
+        cache_key: Any = None
         if callable(op) and not hasattr(op, "shape") and not hasattr(op, "full"):
             s = subsystem_of(getattr(op, "__self__", None))
             if s is not None:
                 entry = (s, parts[s].operator(op, where)[0], False)
+                cache_key = (s, "bound", getattr(op, "__func__", op))
         elif isinstance(op, tuple) and len(op) == 2:
             first, second = op
             if isinstance(first, str) and isinstance(second, str):
                 s = subsystem_of(first)
                 if s is not None:
                     entry = (s, parts[s].named(second, where)[0], False)
+                    cache_key = (s, second)
             else:
                 s = subsystem_of(second)
                 if s is not None:
+                    m = as_matrix(first)
+                    cache_key = (s, in_bare, m.shape, m.dtype.str, m.tobytes())
+                    if cache_key in self._tokens:
+                        return self._tokens[cache_key]
                     if in_bare:
-                        entry = (s, self._bare_matrix(first, s, where), True)
+                        entry = (s, self._bare_matrix(m, s, where), True)
                     else:
-                        entry = (s, parts[s].operator(first, where)[0], False)
+                        entry = (s, parts[s].operator(m, where)[0], False)
         if entry is None:
             raise ValueError(_errors.HS_OP.format(method=method, got=op))
-        self._operators.append(entry)
-        return len(self._operators) - 1
+        return self._token(cache_key, entry)
+
+    def _token(self, key: Any, entry: tuple[int, Any, bool]) -> int:
+        # One token (one compiled program) per operator, however it was named.
+        if key not in self._tokens:
+            self._operators.append(entry)
+            self._tokens[key] = len(self._operators) - 1
+        return self._tokens[key]
 
     def _bare_matrix(self, matrix: Any, s: int, where: str) -> Any:
         """A matrix in scqubits' bare eigenbasis of subsystem s, taken to the model's phases."""
@@ -988,6 +997,53 @@ class HilbertSpaceModel:
         index = labels[..., position]
         energy = energy_at(w, index)
         return index, energy - w[..., 0] if subtract else energy
+
+
+@partial(jax.jit, static_argnums=(2, 3, 4))
+def _columns(
+    labels: jax.Array, w: jax.Array, spec: Any, photon_number: Any, make_positive: bool
+) -> jax.Array:
+    """Transition energies: `spec[i]` is `((dressed?, index), (dressed?, index))`, a bare
+    state by its raveled position; the batch leads."""
+
+    def energy(state: tuple[bool, int]) -> jax.Array:
+        dressed, i = state
+        return w[..., i] if dressed else energy_at(w, labels[..., i])
+
+    columns = [(energy(b) - energy(a)) / photon_number for a, b in spec]
+    columns = [jnp.abs(x) if make_positive else x for x in columns]
+    return jnp.stack(columns, axis=-1) if columns else jnp.zeros((*w.shape[:-1], 0), w.dtype)
+
+
+@partial(jax.jit, static_argnums=(4, 5, 6))
+def _components(
+    labels: jax.Array,
+    v: jax.Array,
+    position: jax.Array,
+    dressed: jax.Array,
+    dims: tuple[int, ...],
+    c: int,
+    prob: bool,
+) -> tuple[jax.Array, jax.Array]:
+    """`dressed_state_components` from the labels and states: the dressed index is `dressed`,
+    or the label of bare `position` where that is >= 0; largest components first."""
+    picked_label = jnp.take(labels, jnp.clip(position, 0, labels.shape[-1] - 1), axis=-1)
+    index = jnp.where(position >= 0, picked_label, dressed)
+    safe = jnp.clip(index, 0, v.shape[-1] - 1)
+    amp = jnp.take_along_axis(v, safe[..., None, None], axis=-1)[..., 0]  # (*batch, D)
+    order = jnp.argsort(-jax.lax.stop_gradient(jnp.abs(amp)), axis=-1, stable=True)[..., :c]
+    picked = jnp.take_along_axis(amp, order, axis=-1)
+    values = jnp.abs(picked) ** 2 if prob else picked
+    found = index >= 0
+    values = jnp.where(found[..., None], values, jnp.nan)
+    bare = jnp.stack(jnp.unravel_index(order, dims), axis=-1)
+    return jnp.where(found[..., None, None], bare, -1).astype(jnp.int32), values
+
+
+def _common(*xs: jax.Array) -> Any:
+    """The complex dtype of the first's precision where any is complex (strict promotion)."""
+    real = jnp.real(xs[0]).dtype
+    return complex_of(real) if any(jnp.iscomplexobj(x) for x in xs) else real
 
 
 def _leaf(value: Any, default: Any, real: Any, method: str, where: str) -> jax.Array:
