@@ -6,6 +6,7 @@ transmon with a resonator, two coupled transmons and a fluxonium with a resonato
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -55,8 +56,13 @@ SYSTEMS = {"transmon+resonator": transmon_resonator, "two transmons": two_transm
            "fluxonium+resonator": fluxonium_resonator}  # fmt: skip
 
 
+def _sub(hs, id_str: str) -> Any:
+    """A subsystem by `id_str` (scqubits' `__getitem__` is typed as a union)."""
+    return hs[id_str]
+
+
 def _sweep(hs, values, count):
-    sub = hs[0]
+    sub: Any = hs[0]
 
     def update(EJ):
         sub.EJ = EJ
@@ -105,7 +111,7 @@ def test_transitions_equal_parameter_sweep():
     for case in CASES:
         theirs = dict(case)
         if theirs.get("subsystems") == "osc":
-            theirs["subsystems"] = hs["osc"]
+            theirs["subsystems"] = _sub(hs, "osc")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             labels, energies = sweep.transitions(**theirs)
@@ -132,7 +138,7 @@ def test_transitions_under_jit_vmap_and_grad():
                       for x in ejs])  # fmt: skip
     np.testing.assert_allclose(batched, eager, atol=1e-12)
     # the gradient against central differences of scqubits' own lookup
-    t1 = hs["t1"]
+    t1 = _sub(hs, "t1")
 
     def scqubits_line(ej):
         t1.EJ = ej
@@ -154,7 +160,7 @@ def test_transitions_under_jit_vmap_and_grad():
 def test_op_in_dressed_eigenbasis_equals_scqubits():
     hs = fluxonium_resonator()
     m = jbq.model(hs)
-    f, osc = hs["f"], hs["osc"]
+    f, osc = _sub(hs, "f"), _sub(hs, "osc")
     hs.generate_lookup()
     theirs = hs.op_in_dressed_eigenbasis(f.n_operator, truncated_dim=6).full()
     # scqubits' dressed states in the model's bare basis, against the model's own
@@ -178,7 +184,9 @@ def test_op_in_dressed_eigenbasis_equals_scqubits():
     np.testing.assert_allclose(np.abs(batch[1]), np.abs(theirs), atol=1e-10)
 
     def element(flux):
-        return jnp.abs(m.op_in_dressed_eigenbasis(f.n_operator, {"f": {"flux": flux}}, 6)[0, 1]) ** 2
+        return (
+            jnp.abs(m.op_in_dressed_eigenbasis(f.n_operator, {"f": {"flux": flux}}, 6)[0, 1]) ** 2
+        )
 
     def scqubits_element(flux):
         f.flux = flux
@@ -242,7 +250,7 @@ def test_orderings_over_a_batch_equal_each_point():
     ejs = [16.0, 24.0]
     got = m.dressed_index((1, 1), {"t1": {"EJ": jnp.asarray(ejs)}}, ordering="LX")
     for ej, index in zip(ejs, got):
-        hs["t1"].EJ = ej
+        _sub(hs, "t1").EJ = ej
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             hs.generate_lookup(ordering="LX")
@@ -256,7 +264,7 @@ def test_lx_refuses_a_phase_dependent_label():
     sign of one bare eigenvector of the transmon (the same spectrum) changes it."""
     hs = transmon_resonator(ng=0.1)
     m = jbq.model(hs)
-    tmon = hs["tmon"]
+    tmon = _sub(hs, "tmon")
 
     def scqubits_labels():
         hs.generate_lookup(ordering="LX", subsys_priority=[1, 0])
@@ -301,8 +309,8 @@ def test_be_refuses_a_tie_of_bare_energies():
 
 def _with_qobj(ng):
     hs = transmon_resonator(ng)
-    tmon, osc = hs["tmon"], hs["osc"]
-    n = scq.identity_wrap(tmon.n_operator(), tmon, hs.subsystem_list,
+    tmon, osc = _sub(hs, "tmon"), _sub(hs, "osc")
+    n: Any = scq.identity_wrap(tmon.n_operator(), tmon, hs.subsystem_list,
                           evecs=tmon.eigensys(evals_count=3)[1])  # fmt: skip
     hs.add_interaction(qobj=0.05 * n * (hs.annihilate(osc) + hs.annihilate(osc).dag()))
     return hs
@@ -327,7 +335,7 @@ def test_qobj_term_equals_scqubits():
     ejs = np.array([19.0, 20.0, 21.0])
     sweep = _sweep(hs, ejs, 12)
     for ej in ejs:
-        hs["tmon"].EJ = ej
+        _sub(hs, "tmon").EJ = ej
         phases = _bare_phase_map(m, hs, {"tmon": {"EJ": ej}})
         np.testing.assert_allclose(phases, delta, atol=1e-8)
     got = m.eigenvals({"tmon": {"EJ": jnp.asarray(ejs)}}, evals_count=12)
@@ -339,10 +347,10 @@ def test_qobj_term_equals_scqubits():
         return m.eigenvals({"osc": {"E_osc": e_osc}}, evals_count=3)[2]
 
     def scqubits_level(e_osc):
-        hs["osc"].E_osc = e_osc
+        _sub(hs, "osc").E_osc = e_osc
         return hs.eigenvals(3)[2]
 
-    hs["tmon"].EJ = 20.0
+    _sub(hs, "tmon").EJ = 20.0
     want = central_difference(scqubits_level, 6.0, 1e-3)
     np.testing.assert_allclose(jax.grad(level)(6.0), want, rtol=1e-7)
 
@@ -382,7 +390,7 @@ def test_errors_name_the_cause():
     with pytest.raises(ValueError, match="has no operator `x_operator`"):
         m.op_in_dressed_eigenbasis(("osc", "x_operator"))
     hs = transmon_resonator()
-    hs.add_interaction(qobj=hs.hubbard_operator(0, 1, hs["tmon"]))
+    hs.add_interaction(qobj=hs.hubbard_operator(0, 1, _sub(hs, "tmon")))
     with pytest.raises(ValueError) as info:
         jbq.model(hs)
     assert str(info.value) == _hs_errors.HS_QOBJ_HERMITIAN.format(index=1, got=1.0)
@@ -394,7 +402,7 @@ def test_errors_name_the_cause():
         index=1, got=(5, 5), dim=12, dims=[3, 4]
     )
     hs = transmon_resonator()
-    hs.add_interaction(qobj=0.0 * hs.hubbard_operator(0, 0, hs["tmon"]))
+    hs.add_interaction(qobj=0.0 * hs.hubbard_operator(0, 0, _sub(hs, "tmon")))
     with pytest.raises(ValueError) as info:
         jbq.model(hs).eigenvals({"g": [0.1, 0.2]})
     assert str(info.value) == _hs_errors.HS_G_QOBJ.format(method="eigenvals", index=1, got=0.2)

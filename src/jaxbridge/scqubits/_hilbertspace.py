@@ -13,14 +13,14 @@ import numpy as np
 from .. import _host
 from . import _hs_errors as _errors
 from . import _params
+from ._branch import LabelAmbiguityError, branch_labels, energy_order, lexical_order
 from ._composite import Composite, ExprTerm, Factor, MatrixTerm, ProductTerm, Term
 from ._eigen import dressed_structure, eigh_k, eigvalsh_k
 from ._expr import has_complex_literal
-from ._terms import complex_of
-from ._branch import LabelAmbiguityError, branch_labels, energy_order, lexical_order
 from ._lookup import dressed_indices, energy_at
-from ._transitions import Planner, State
 from ._subsystems import OscillatorPart, Part, as_matrix, fix_phases, part
+from ._terms import complex_of
+from ._transitions import Planner, State
 
 if TYPE_CHECKING:  # jaxtyping is a test-time dependency only
     from jaxtyping import Array, Float, Inexact, Int
@@ -30,6 +30,9 @@ if TYPE_CHECKING:  # jaxtyping is a test-time dependency only
     Vectors = Inexact[Array, "*batch n k"]
     Energies = Float[Array, "*batch"]
     Indices = Int[Array, "*batch"]
+    Columns = Float[Array, "*batch n"]
+    BareLabels = Int[Array, "*batch c m"]
+    Weights = Inexact[Array, "*batch c"]
 
 ParamsArg = Mapping[str, Any] | None
 
@@ -138,7 +141,7 @@ def _matrix_term(q: Any, index: int, phases: list[np.ndarray], dims: list[int]) 
     for ph in phases:
         d = (d[:, None] * ph[None, :]).reshape(-1)
     m = d[:, None] * m * d.conj()[None, :]
-    if not np.iscomplexobj(m) or not np.any(m.imag):
+    if not np.iscomplexobj(m) or not np.any(np.imag(m)):
         m = np.real(m)
     return MatrixTerm(m, bool(np.iscomplexobj(m)))
 
@@ -379,7 +382,9 @@ class HilbertSpaceModel:
         if BEs_count is not None and (
             not isinstance(BEs_count, int | np.integer) or not 1 <= BEs_count <= self.dim
         ):
-            raise ValueError(_errors.HS_BES_COUNT.format(method=method, most=self.dim, got=BEs_count))
+            raise ValueError(
+                _errors.HS_BES_COUNT.format(method=method, most=self.dim, got=BEs_count)
+            )
         if k is None:  # `HilbertSpace.generate_lookup` diagonalises for `BEs_count` states
             k = self.dim if BEs_count is None else int(BEs_count)
         count = k if BEs_count is None else min(int(BEs_count), k)
@@ -765,7 +770,7 @@ class HilbertSpaceModel:
         ordering: str = "DE",
         subsys_priority: list[int] | None = None,
         BEs_count: int | None = None,
-    ) -> tuple[list[tuple[State, State]], Float[Array, "*batch n"]]:
+    ) -> tuple[list[tuple[State, State]], Columns]:
         """The transitions and their energies, as `ParameterSweep.transitions` lists them.
 
         Args:
@@ -811,12 +816,14 @@ class HilbertSpaceModel:
         labels, w = self._run("lookup", params, k, key)
         # A second, small program: the gathers of this list (the labels' program is shared).
         energies = _columns(labels, w, spec, photon_number, bool(make_positive))
-        if not omit_nan:
+        if not omit_nan or not pairs:
             return pairs, energies
-        if isinstance(energies, jax.core.Tracer):
-            raise ValueError(_errors.HS_OMIT_NAN)
-        nan = np.isnan(np.asarray(energies)).reshape(-1, len(pairs)).all(axis=0)
-        keep = [i for i in range(len(pairs)) if not nan[i]]
+        try:
+            values = np.asarray(energies)
+        except jax.errors.TracerArrayConversionError:
+            raise ValueError(_errors.HS_OMIT_NAN) from None
+        nan = np.all(np.isnan(values.reshape(-1, len(pairs))), axis=0)
+        keep = [i for i in range(len(pairs)) if not bool(nan[i])]
         return [pairs[i] for i in keep], energies[..., np.asarray(keep, dtype=int)]
 
     def op_in_dressed_eigenbasis(
@@ -856,7 +863,9 @@ class HilbertSpaceModel:
         if truncated_dim is not None and (
             not isinstance(truncated_dim, int | np.integer) or not 1 <= truncated_dim <= self.dim
         ):
-            raise ValueError(_errors.HS_TRUNCATE.format(method=method, most=self.dim, got=truncated_dim))
+            raise ValueError(
+                _errors.HS_TRUNCATE.format(method=method, most=self.dim, got=truncated_dim)
+            )
         t = self.dim if truncated_dim is None else int(truncated_dim)
         token = self._operator(op, bool(op_in_bare_eigenbasis), method)
         return self._run("dressed_op", params, t, token)
@@ -872,7 +881,7 @@ class HilbertSpaceModel:
         ordering: str = "DE",
         subsys_priority: list[int] | None = None,
         BEs_count: int | None = None,
-    ) -> tuple[Int[Array, "*batch c n"], Inexact[Array, "*batch c"]]:
+    ) -> tuple[BareLabels, Weights]:
         """A dressed state's bare components, largest first (scqubits'
         `dressed_state_components`, its dict as two arrays).
 
@@ -922,8 +931,8 @@ class HilbertSpaceModel:
         where = f"`{method}`"
 
         def subsystem_of(x: Any) -> int | None:
-            for i, (part, id_str) in enumerate(zip(parts, self._ids)):
-                if x is part.obj or (isinstance(x, str) and x == id_str):
+            for i, (p, id_str) in enumerate(zip(parts, self._ids)):
+                if x is p.obj or (isinstance(x, str) and x == id_str):
                     return i
             return None
 
@@ -975,7 +984,7 @@ class HilbertSpaceModel:
             )
         d = _bare_phases(self._hs, self._composite.parts, None)[s]
         m = d[:, None] * m * d.conj()[None, :]
-        if np.iscomplexobj(m) and not np.any(m.imag):
+        if np.iscomplexobj(m) and not np.any(np.imag(m)):
             m = np.real(m)
         return lambda p, m=m: jnp.asarray(m)
 

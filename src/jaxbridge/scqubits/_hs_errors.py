@@ -206,7 +206,7 @@ HS_LX_PHASES = (
     'ordering "{ordering}": at this parameter point the dressed state that labels bare state '
     "{label} (excited in subsystem {subsystem}) is not decided by the states themselves: "
     "dressed state {chosen} and dressed state {rival} compete, and which one scqubits takes "
-    "depends on {why}, which the model cannot reproduce. Use ordering \"DE\" there, or move "
+    'depends on {why}, which the model cannot reproduce. Use ordering "DE" there, or move '
     "the parameters away from the strong hybridization."
 )
 

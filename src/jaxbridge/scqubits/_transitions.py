@@ -37,7 +37,9 @@ class Planner:
         items = given if isinstance(given, list | tuple) else [given]
         out = []
         for item in items:
-            hit = [i for i, (n, o) in enumerate(zip(self.ids, self.objects)) if item is o or item == n]
+            hit = [
+                i for i, (n, o) in enumerate(zip(self.ids, self.objects)) if item is o or item == n
+            ]
             if not hit:
                 raise ValueError(
                     _errors.HS_SUBSYSTEMS.format(method="transitions", got=item, known=self.ids)
@@ -87,7 +89,9 @@ class Planner:
             else:
                 start_state = self._bare(start, "initial state", k, active)
             for end in finals:
-                pairs += [(start_state, f) for f in self._finals(end, start_state, active, sidebands, k)]
+                pairs += [
+                    (start_state, f) for f in self._finals(end, start_state, active, sidebands, k)
+                ]
         return pairs
 
     def _finals(
