@@ -534,10 +534,10 @@ class HilbertSpaceModel:
             None). A discrete choice: it has no derivative.
 
         Raises:
-            jaxbridge.HostError: for "LX" and "BE", where scqubits' label at a point depends on
+            LabelAmbiguityError: for "LX" and "BE", where scqubits' label at a point depends on
                 the phases of its bare eigenvectors or on rounding (the message says which
-                states compete); the model never guesses. Eagerly the `LabelAmbiguityError`
-                is its `__cause__`.
+                states compete); the model never guesses. Inside the caller's own `jit` the
+                same text arrives in JAX's runtime error, as any host error does.
         """
         key = (ordering, subsys_priority, BEs_count)
         return self._lookup("dressed_index", bare, params, evals_count, False, key)[0]
