@@ -140,6 +140,9 @@ def test_transitions_under_jit_vmap_and_grad():
     eager = np.stack([m.transitions({"t1": {"EJ": float(x)}}, final=[(1, 0), (0, 1)])[1]
                       for x in ejs])  # fmt: skip
     np.testing.assert_allclose(batched, eager, atol=1e-12)
+    programs = m._compiled._cache_size()
+    m.transitions({"t1": {"EJ": 19.5}}, final=[(1, 0), (0, 1)])  # a new value: no new program
+    assert m._compiled._cache_size() == programs
     # the gradient against central differences of scqubits' own lookup
     t1 = _sub(hs, "t1")
 

@@ -303,8 +303,6 @@ class HilbertSpaceModel:
             w, v = eigh_k(h, k, structure)
             if what == "eigensys":
                 return w, v
-            if what == "dressed_basis":  # the levels and the states, their phases fixed
-                return w, fix_phases(v)
             if what != "dispersive" and extra[0] != "DE":
                 labels = self._branch_labels(P, v, extra)
             else:
