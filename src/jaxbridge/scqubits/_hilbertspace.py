@@ -799,6 +799,18 @@ class HilbertSpaceModel:
         Raises:
             ValueError: a state beyond a truncation or of the wrong length, an unknown
                 subsystem, or `omit_nan=True` under a transformation.
+
+        Example:
+            >>> import jax.numpy as jnp, scqubits, jaxbridge.scqubits as jbq
+            >>> tmon = scqubits.Transmon(EJ=20.0, EC=0.3, ng=0.0, ncut=6, truncated_dim=3,
+            ...                          id_str="tmon")
+            >>> osc = scqubits.Oscillator(E_osc=6.0, truncated_dim=3, id_str="osc")
+            >>> hs = scqubits.HilbertSpace([tmon, osc])
+            >>> hs.add_interaction(g=0.1, op1=tmon.n_operator, op2=osc.creation_operator,
+            ...                    add_hc=True)
+            >>> labels, e = jbq.model(hs).transitions({"tmon": {"EJ": jnp.array([18.0, 22.0])}})
+            >>> labels[0], e.shape
+            (((0, 0), (1, 0)), (2, 4))
         """
         k = None if evals_count is None else self._count(evals_count, "transitions", self.dim)
         key, k = self._ordering("transitions", ordering, subsys_priority, BEs_count, k)
@@ -856,6 +868,17 @@ class HilbertSpaceModel:
         Raises:
             ValueError: an operator or subsystem the model does not know, a bad
                 `truncated_dim`.
+
+        Example:
+            >>> import scqubits, jaxbridge.scqubits as jbq
+            >>> tmon = scqubits.Transmon(EJ=20.0, EC=0.3, ng=0.0, ncut=6, truncated_dim=3,
+            ...                          id_str="tmon")
+            >>> osc = scqubits.Oscillator(E_osc=6.0, truncated_dim=3, id_str="osc")
+            >>> hs = scqubits.HilbertSpace([tmon, osc])
+            >>> hs.add_interaction(g=0.1, op1=tmon.n_operator, op2=osc.creation_operator,
+            ...                    add_hc=True)
+            >>> jbq.model(hs).op_in_dressed_eigenbasis(("tmon", "n_operator"), None, 4).shape
+            (4, 4)
         """
         method = "op_in_dressed_eigenbasis"
         if truncated_dim is not None and (
