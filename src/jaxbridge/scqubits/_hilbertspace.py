@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -14,13 +13,13 @@ from .. import _host
 from . import _hs_errors as _errors
 from . import _params
 from ._branch import LabelAmbiguityError, branch_labels, energy_order, lexical_order
-from ._composite import Composite, ExprTerm, Factor, MatrixTerm, ProductTerm, Term
+from ._composite import Composite, ExprTerm, Factor, ProductTerm, Term
+from ._dressed import bare_phases, common, components, matrix_term
 from ._eigen import dressed_structure, eigh_k, eigvalsh_k
 from ._expr import has_complex_literal
 from ._lookup import dressed_indices, energy_at
 from ._subsystems import OscillatorPart, Part, as_matrix, fix_phases, part
-from ._terms import complex_of
-from ._transitions import Planner, State
+from ._transitions import Planner, State, columns
 
 if TYPE_CHECKING:  # jaxtyping is a test-time dependency only
     from jaxtyping import Array, Float, Inexact, Int
@@ -59,8 +58,8 @@ def _read_terms(hs: Any, parts: list[Part]) -> tuple[list[Term], list[Any]]:
         where = f"interaction term {t}"
         if isinstance(term, qutip.Qobj):
             if phases is None:
-                phases = _bare_phases(hs, parts, t)
-            terms.append(_matrix_term(term, t, phases, [p.dim for p in parts]))
+                phases = bare_phases(hs, parts, t)
+            terms.append(matrix_term(term, t, phases, [p.dim for p in parts]))
             defaults.append(None)
             continue
         if isinstance(term, InteractionTerm):
@@ -100,50 +99,6 @@ def _read_terms(hs: Any, parts: list[Part]) -> tuple[list[Term], list[Any]]:
         else:
             raise TypeError(_errors.HS_TERM_TYPE.format(index=t, got=type(term).__name__))
     return terms, defaults
-
-
-def _bare_phases(hs: Any, parts: list[Part], index: int | None) -> list[np.ndarray]:
-    """Per subsystem, `d[l] = <v_model_l|v_scqubits_l>` at the object's values: the unit
-    numbers that take scqubits' bare eigenbasis (its solver's phases) to the model's."""
-    out = []
-    with jax.enable_x64(True):
-        for p, sub in zip(parts, hs):
-            values = {k: jnp.asarray(v) for k, v in p.defaults.items()}
-            _, v = p.esys(values, p.dim)
-            if v is None:  # an oscillator: its Fock basis is its eigenbasis
-                out.append(np.ones(p.dim))
-                continue
-            _, theirs = sub.eigensys(evals_count=p.dim)
-            d = np.sum(np.asarray(v).conj() * np.asarray(theirs), axis=0)
-            bad = np.abs(np.abs(d) - 1.0) > 1e-6
-            if bad.any():
-                level = int(np.argmax(bad))
-                text = _errors.HS_QOBJ_PHASES if index is not None else _errors.HS_BARE_PHASES
-                raise ValueError(
-                    text.format(
-                        index=index, level=level, id_str=p.id_str, overlap=float(abs(d[level]))
-                    )
-                )
-            out.append(d / np.abs(d))
-    return out
-
-
-def _matrix_term(q: Any, index: int, phases: list[np.ndarray], dims: list[int]) -> MatrixTerm:
-    """A `qobj=` term in the model's bare phases: `D Q D^dagger`, `D` the kron of the phases."""
-    m = as_matrix(q)
-    dim = int(np.prod(dims))
-    if m.shape != (dim, dim):
-        raise ValueError(_errors.HS_QOBJ_SHAPE.format(index=index, got=m.shape, dim=dim, dims=dims))
-    skew = float(np.max(np.abs(m - m.conj().T))) if m.size else 0.0
-    if skew > 1e-10 * max(1.0, float(np.max(np.abs(m)))):
-        raise ValueError(_errors.HS_QOBJ_HERMITIAN.format(index=index, got=skew))
-    d = np.ones((1,))
-    for ph in phases:
-        d = (d[:, None] * ph[None, :]).reshape(-1)
-    m = d[:, None] * m * d.conj()[None, :]
-    if not np.iscomplexobj(m) or not np.any(np.imag(m)):
-        m = np.real(m)
-    return MatrixTerm(m, bool(np.iscomplexobj(m)))
 
 
 class HilbertSpaceModel:
@@ -325,12 +280,12 @@ class HilbertSpaceModel:
         o = fn(P[self._ids[s]])
         v = bare[s][1]
         if not in_bare and v is not None:
-            dtype = _common(o, v)
+            dtype = common(o, v)
             o = v.conj().T.astype(dtype) @ o.astype(dtype) @ v.astype(dtype)
         _, e = eigh_k(h, k, dressed_structure(h.shape[-1]))
         e = fix_phases(e)
         big = comp.wrap(o, s)
-        dtype = _common(big, e)
+        dtype = common(big, e)
         return e.conj().T.astype(dtype) @ big.astype(dtype) @ e.astype(dtype)
 
     def _branch_labels(self, P: dict[str, Any], v: jax.Array, extra: Any) -> jax.Array:
@@ -825,7 +780,7 @@ class HilbertSpaceModel:
         )
         labels, w = self._run("lookup", params, k, key)
         # A second, small program: the gathers of this list (the labels' program is shared).
-        energies = _columns(labels, w, spec, photon_number, bool(make_positive))
+        energies = columns(labels, w, spec, photon_number, bool(make_positive))
         if not omit_nan or not pairs:
             return pairs, energies
         try:
@@ -942,7 +897,7 @@ class HilbertSpaceModel:
         dressed = jnp.asarray(0 if position is None else -1, jnp.int32) + (
             int(state_label) if position is None else 0
         )
-        return _components(
+        return components(
             labels, v, where, dressed, tuple(self.subsystem_dims), int(c), bool(return_probability)
         )
 
@@ -1003,7 +958,7 @@ class HilbertSpaceModel:
                     where=where, id_str=part.id_str, dim=part.dim, got=m.shape
                 )
             )
-        d = _bare_phases(self._hs, self._composite.parts, None)[s]
+        d = bare_phases(self._hs, self._composite.parts, None)[s]
         m = d[:, None] * m * d.conj()[None, :]
         if np.iscomplexobj(m) and not np.any(np.imag(m)):
             m = np.real(m)
@@ -1027,53 +982,6 @@ class HilbertSpaceModel:
         index = labels[..., position]
         energy = energy_at(w, index)
         return index, energy - w[..., 0] if subtract else energy
-
-
-@partial(jax.jit, static_argnums=(2, 3, 4))
-def _columns(
-    labels: jax.Array, w: jax.Array, spec: Any, photon_number: Any, make_positive: bool
-) -> jax.Array:
-    """Transition energies: `spec[i]` is `((dressed?, index), (dressed?, index))`, a bare
-    state by its raveled position; the batch leads."""
-
-    def energy(state: tuple[bool, int]) -> jax.Array:
-        dressed, i = state
-        return w[..., i] if dressed else energy_at(w, labels[..., i])
-
-    columns = [(energy(b) - energy(a)) / photon_number for a, b in spec]
-    columns = [jnp.abs(x) if make_positive else x for x in columns]
-    return jnp.stack(columns, axis=-1) if columns else jnp.zeros((*w.shape[:-1], 0), w.dtype)
-
-
-@partial(jax.jit, static_argnums=(4, 5, 6))
-def _components(
-    labels: jax.Array,
-    v: jax.Array,
-    position: jax.Array,
-    dressed: jax.Array,
-    dims: tuple[int, ...],
-    c: int,
-    prob: bool,
-) -> tuple[jax.Array, jax.Array]:
-    """`dressed_state_components` from the labels and states: the dressed index is `dressed`,
-    or the label of bare `position` where that is >= 0; largest components first."""
-    picked_label = jnp.take(labels, jnp.clip(position, 0, labels.shape[-1] - 1), axis=-1)
-    index = jnp.where(position >= 0, picked_label, dressed)
-    safe = jnp.clip(index, 0, v.shape[-1] - 1)
-    amp = jnp.take_along_axis(v, safe[..., None, None], axis=-1)[..., 0]  # (*batch, D)
-    order = jnp.argsort(-jax.lax.stop_gradient(jnp.abs(amp)), axis=-1, stable=True)[..., :c]
-    picked = jnp.take_along_axis(amp, order, axis=-1)
-    values = jnp.abs(picked) ** 2 if prob else picked
-    found = index >= 0
-    values = jnp.where(found[..., None], values, jnp.nan)
-    bare = jnp.stack(jnp.unravel_index(order, dims), axis=-1)
-    return jnp.where(found[..., None, None], bare, -1).astype(jnp.int32), values
-
-
-def _common(*xs: jax.Array) -> Any:
-    """The complex dtype of the first's precision where any is complex (strict promotion)."""
-    real = jnp.real(xs[0]).dtype
-    return complex_of(real) if any(jnp.iscomplexobj(x) for x in xs) else real
 
 
 def _leaf(value: Any, default: Any, real: Any, method: str, where: str) -> jax.Array:

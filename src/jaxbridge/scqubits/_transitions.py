@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from . import _hs_errors as _errors
+from ._lookup import energy_at
 
 #: A state: a bare product label (tuple) or a dressed index (int).
 State = tuple[int, ...] | int
@@ -119,3 +123,19 @@ class Planner:
         if _is_index(end):
             return [self._dressed(end, "final state", k)]
         return [self._bare(end, "final state", k, None)]
+
+
+@partial(jax.jit, static_argnums=(2, 3, 4))
+def columns(
+    labels: jax.Array, w: jax.Array, spec: Any, photon_number: Any, make_positive: bool
+) -> jax.Array:
+    """Transition energies: `spec[i]` is `((dressed?, index), (dressed?, index))`, a bare
+    state by its raveled position; the batch leads."""
+
+    def energy(state: tuple[bool, int]) -> jax.Array:
+        dressed, i = state
+        return w[..., i] if dressed else energy_at(w, labels[..., i])
+
+    out = [(energy(b) - energy(a)) / photon_number for a, b in spec]
+    out = [jnp.abs(x) if make_positive else x for x in out]
+    return jnp.stack(out, axis=-1) if out else jnp.zeros((*w.shape[:-1], 0), w.dtype)
