@@ -203,6 +203,15 @@ def test_op_in_dressed_eigenbasis_equals_scqubits():
 
     want = central_difference(scqubits_element, 0.33, 1e-4)
     np.testing.assert_allclose(jax.grad(element)(0.33), want, rtol=1e-6)
+    # the object changed after `model`: a matrix in its bare eigenbasis refers to its values now
+    f.flux = 0.3
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hs.generate_lookup()
+    matrix = f.n_operator(energy_esys=f.eigensys(evals_count=4))
+    want = hs.op_in_dressed_eigenbasis((matrix, f), truncated_dim=6, op_in_bare_eigenbasis=True)
+    got = m.op_in_dressed_eigenbasis((matrix, "f"), {"f": {"flux": 0.3}}, 6, True)
+    np.testing.assert_allclose(np.abs(got), np.abs(want.full()), atol=1e-10)
 
 
 def test_dressed_state_components_equal_scqubits():

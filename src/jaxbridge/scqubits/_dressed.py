@@ -22,13 +22,19 @@ from ._subsystems import Part, as_matrix
 from ._terms import complex_of
 
 
+def _current(obj: Any, name: str, default: Any) -> Any:
+    x = getattr(obj, name, default)
+    return x if isinstance(x, int | float | complex | np.number) else default
+
+
 def bare_phases(hs: Any, parts: list[Part], index: int | None) -> list[np.ndarray]:
     """Per subsystem, `d[l] = <v_model_l|v_scqubits_l>` at the object's values: the unit
     numbers that take scqubits' bare eigenbasis (its solver's phases) to the model's."""
     out = []
     with jax.enable_x64(True):
         for p, sub in zip(parts, hs):
-            values = {k: jnp.asarray(v) for k, v in p.defaults.items()}
+            # At the object's current values: the basis scqubits' matrix refers to now.
+            values = {k: jnp.asarray(_current(sub, k, v)) for k, v in p.defaults.items()}
             _, v = p.esys(values, p.dim)
             if v is None:  # an oscillator: its Fock basis is its eigenbasis
                 out.append(np.ones(p.dim))

@@ -930,7 +930,9 @@ class HilbertSpaceModel:
                 s = subsystem_of(second)
                 if s is not None:
                     m = as_matrix(first)
-                    cache_key = (s, in_bare, m.shape, m.dtype.str, m.tobytes())
+                    # In the bare eigenbasis the conversion depends on the object's values now.
+                    now = [getattr(p.obj, k, None) for p in parts for k in sorted(p.defaults)]
+                    cache_key = (s, in_bare, m.shape, m.dtype.str, m.tobytes(), repr(now))
                     if cache_key in self._tokens:
                         return self._tokens[cache_key]
                     if in_bare:
