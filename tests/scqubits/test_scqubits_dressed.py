@@ -20,10 +20,6 @@ import jaxbridge.scqubits as jbq
 from jaxbridge.scqubits import _hs_errors
 from jaxbridge.scqubits._subsystems import fix_phases
 
-# scqubits warns when a lookup is read after a parameter changed; every such read here
-# regenerates it first.
-pytestmark = pytest.mark.filterwarnings("ignore:.*spectrum data could be outdated")
-
 
 @pytest.fixture(autouse=True)
 def _x64(x64):
