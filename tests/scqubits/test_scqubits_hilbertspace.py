@@ -360,10 +360,10 @@ def test_errors_name_the_cause():
     with pytest.raises(ValueError, match="is complex, but this model's value there is real"):
         m.eigenvals({"g": [0.1j]})
     hs = transmon_resonator()
-    hs.add_interaction(qobj=hs.hubbard_operator(0, 1, hs["tmon"]) * 0.0)
+    hs.add_interaction(qobj=hs.hubbard_operator(0, 1, hs["tmon"]))  # not Hermitian
     with pytest.raises(ValueError) as info:
         jbq.model(hs)
-    assert str(info.value) == _hs_errors.HS_QOBJ.format(index=1)
+    assert str(info.value) == _hs_errors.HS_QOBJ_HERMITIAN.format(index=1, got=1.0)
     hs = transmon_resonator()
     tmon = hs["tmon"]
     hs.add_interaction(expr="sqrt(n)", op1=("n", tmon.n_operator), check_validity=False)

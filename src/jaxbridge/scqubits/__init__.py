@@ -13,6 +13,7 @@ except ImportError as _error:  # pragma: no cover - exercised in a subprocess te
 
     raise ImportError(_NEEDS_SCQUBITS) from _error
 
+from ._branch import LabelAmbiguityError as LabelAmbiguityError
 from ._dispatch import model as model
 from ._hierarchy import HierarchicalModel as HierarchicalModel
 from ._hilbertspace import HilbertSpaceModel as HilbertSpaceModel

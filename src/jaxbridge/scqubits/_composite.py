@@ -51,7 +51,15 @@ class ExprTerm:
     is_complex: bool = False
 
 
-Term = ProductTerm | ExprTerm
+@dataclasses.dataclass
+class MatrixTerm:
+    """A fixed `(D, D)` matrix in the bare product basis: the `qobj=` form."""
+
+    matrix: Any
+    is_complex: bool = False
+
+
+Term = ProductTerm | ExprTerm | MatrixTerm
 
 
 class Composite:
@@ -72,6 +80,8 @@ class Composite:
             t.is_complex for t in self.terms
         )
         for t in self.terms:
+            if isinstance(t, MatrixTerm):
+                continue
             factors = t.factors if isinstance(t, ProductTerm) else t.operators.values()
             self.is_complex |= any(f.operator[1] for f in factors)
 
@@ -106,6 +116,9 @@ class Composite:
             return cache[key]
 
         for term in self.terms:
+            if isinstance(term, MatrixTerm):
+                h = h + jnp.asarray(term.matrix).astype(dtype)
+                continue
             if isinstance(term, ProductTerm):
                 per = [jnp.eye(d, dtype=dtype) for d in self.dims]
                 for f in term.factors:

@@ -9,13 +9,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .. import _host
 from . import _hs_errors as _errors
 from . import _params
+from ._branch import LabelAmbiguityError, branch_labels, energy_order, lexical_order
 from ._composite import Composite, ExprTerm, Factor, ProductTerm, Term
+from ._dressed import bare_phases, common, components, matrix_term
 from ._eigen import dressed_structure, eigh_k, eigvalsh_k
 from ._expr import has_complex_literal
 from ._lookup import dressed_indices, energy_at
-from ._subsystems import Part, part
+from ._subsystems import OscillatorPart, Part, as_matrix, fix_phases, part
+from ._transitions import Planner, State, columns
 
 if TYPE_CHECKING:  # jaxtyping is a test-time dependency only
     from jaxtyping import Array, Float, Inexact, Int
@@ -25,6 +29,9 @@ if TYPE_CHECKING:  # jaxtyping is a test-time dependency only
     Vectors = Inexact[Array, "*batch n k"]
     Energies = Float[Array, "*batch"]
     Indices = Int[Array, "*batch"]
+    Columns = Float[Array, "*batch n"]
+    BareLabels = Int[Array, "*batch c m"]
+    Weights = Inexact[Array, "*batch c"]
 
 ParamsArg = Mapping[str, Any] | None
 
@@ -46,10 +53,15 @@ def _read_terms(hs: Any, parts: list[Part]) -> tuple[list[Term], list[Any]]:
 
     terms: list[Term] = []
     defaults: list[Any] = []
+    phases: list[np.ndarray] | None = None
     for t, term in enumerate(hs.interaction_list):
         where = f"interaction term {t}"
         if isinstance(term, qutip.Qobj):
-            raise ValueError(_errors.HS_QOBJ.format(index=t))
+            if phases is None:
+                phases = bare_phases(hs, parts, t)
+            terms.append(matrix_term(term, t, phases, [p.dim for p in parts]))
+            defaults.append(None)
+            continue
         if isinstance(term, InteractionTerm):
             g = _number(term.g_strength)
             factors = [
@@ -138,6 +150,10 @@ class HilbertSpaceModel:
             isinstance(sub, scqubits.Oscillator) or bool(getattr(sub, "is_purely_harmonic", False))
             for sub in hs
         ]
+        self._hs = hs
+        self._operators: list[tuple[int, Any, bool]] = []  # op_in_dressed_eigenbasis' operators
+        self._tokens: dict[Any, int] = {}
+        self._planner = Planner(self._ids, list(hs), self.subsystem_dims)
         self._compiled = jax.jit(self._evaluate, static_argnames=("what", "k", "extra"))
         jax.eval_shape(lambda P: self._composite.hamiltonian(P), self._values(None, "model"))
 
@@ -184,6 +200,11 @@ class HilbertSpaceModel:
         out: list[Any] = []
         for t, (value, default) in enumerate(zip(given, defaults)):
             where = f'`params["g"][{t}]`'
+            if default is None:  # a fixed `qobj=` term
+                if value is not None:
+                    raise ValueError(_errors.HS_G_QOBJ.format(method=method, index=t, got=value))
+                out.append(None)
+                continue
             if isinstance(default, dict):
                 value = {} if value is None else value
                 if not isinstance(value, Mapping) or not set(value) <= set(default):
@@ -203,7 +224,17 @@ class HilbertSpaceModel:
         return out
 
     def _run(self, what: str, params: ParamsArg, k: int = 0, extra: Any = None) -> Any:
-        return self._compiled(self._values(params, what), what=what, k=k, extra=extra)
+        values = self._values(params, what)
+        try:
+            return self._compiled(values, what=what, k=k, extra=extra)
+        except jax.errors.JaxRuntimeError as error:
+            # Eagerly, the branch walk's own error rather than XLA's wrapping of its text.
+            text = str(error)
+            mark = "LabelAmbiguityError: "
+            if mark not in text:
+                raise
+            message = text[text.index(mark) + len(mark) :].split("\nHost traceback")[0]
+            raise LabelAmbiguityError(message) from error
 
     def _evaluate(self, values: dict[str, Any], *, what: str, k: int, extra: Any) -> Any:
         comp = self._composite
@@ -216,6 +247,8 @@ class HilbertSpaceModel:
                 return w, jnp.eye(
                     comp.parts[extra].native_dim, k, dtype=w.dtype
                 ) if v is None else v
+            if what == "dressed_op":
+                return self._dressed_op(P, k, extra)
             h = comp.hamiltonian(P)
             if what == "hamiltonian":
                 return h
@@ -225,13 +258,90 @@ class HilbertSpaceModel:
             w, v = eigh_k(h, k, structure)
             if what == "eigensys":
                 return w, v
-            labels = dressed_indices(v, self._threshold, self._ignore_low_overlap)
+            if what != "dispersive" and extra[0] != "DE":
+                labels = self._branch_labels(P, v, extra)
+            else:
+                labels = dressed_indices(v, self._threshold, self._ignore_low_overlap)
+            if what == "components":
+                return labels, fix_phases(v)
             if what == "dispersive":  # the labels, the levels, every subsystem's bare levels
                 bare = [part.esys(P[i], part.dim)[0] for part, i in zip(comp.parts, self._ids)]
                 return labels, w, bare
             return labels, w
 
         return _params.map_batch(one, values)
+
+    def _dressed_op(self, P: dict[str, Any], k: int, token: int) -> jax.Array:
+        """`<E_i|O|E_j>` for the k lowest dressed states (phases fixed) at one point."""
+        comp = self._composite
+        s, fn, in_bare = self._operators[token]
+        bare = comp.bare(P)
+        h = comp.hamiltonian(P, bare)
+        o = fn(P[self._ids[s]])
+        v = bare[s][1]
+        if not in_bare and v is not None:
+            dtype = common(o, v)
+            o = v.conj().T.astype(dtype) @ o.astype(dtype) @ v.astype(dtype)
+        _, e = eigh_k(h, k, dressed_structure(h.shape[-1]))
+        e = fix_phases(e)
+        big = comp.wrap(o, s)
+        dtype = common(big, e)
+        return e.conj().T.astype(dtype) @ big.astype(dtype) @ e.astype(dtype)
+
+    def _branch_labels(self, P: dict[str, Any], v: jax.Array, extra: Any) -> jax.Array:
+        """scqubits' "LX" or "BE" labels at one point, by the host walk of `_branch`."""
+        ordering, priority, count = extra
+        comp = self._composite
+        dims = tuple(self.subsystem_dims)
+        phased = tuple(not isinstance(p, OscillatorPart) for p in comp.parts)
+        bare = [jax.lax.stop_gradient(w) for w, _ in comp.bare(P)]
+
+        def walk(evecs: np.ndarray, *levels: np.ndarray) -> np.ndarray:
+            if ordering == "LX":
+                order = lexical_order(dims, priority)
+            else:
+                order = energy_order(levels, count)
+            return branch_labels(
+                evecs, dims, order, priority, tuple(self._oscillator), phased, ordering
+            )
+
+        result = jax.ShapeDtypeStruct((self.dim,), jnp.int32)
+        return _host.host(walk, result=result)(jax.lax.stop_gradient(v), *bare)
+
+    def _ordering(
+        self, method: str, ordering: Any, subsys_priority: Any, BEs_count: Any, k: int | None
+    ) -> tuple[tuple[str, tuple[int, ...], int], int]:
+        """The static lookup key `(ordering, priority, count)` and the levels to diagonalise."""
+        n = len(self._ids)
+        if ordering not in ("DE", "LX", "BE"):
+            raise ValueError(_errors.HS_ORDERING.format(method=method, got=ordering))
+        if subsys_priority is None:
+            priority = tuple(range(n))
+        else:
+            ok = isinstance(subsys_priority, list | tuple) and sorted(
+                int(i) if isinstance(i, int | np.integer) else -1 for i in subsys_priority
+            ) == list(range(n))
+            if not ok:
+                raise ValueError(
+                    _errors.HS_PRIORITY.format(method=method, last=n - 1, got=subsys_priority)
+                )
+            priority = tuple(int(i) for i in subsys_priority)
+        if ordering == "DE":  # scqubits warns and ignores the two for "DE"
+            return ("DE", (), 0), self.dim if k is None else k
+        if ordering == "LX":
+            if k is not None and k != self.dim:
+                raise ValueError(_errors.HS_LX_EVALS.format(method=method, dim=self.dim, got=k))
+            return ("LX", priority, self.dim), self.dim
+        if BEs_count is not None and (
+            not isinstance(BEs_count, int | np.integer) or not 1 <= BEs_count <= self.dim
+        ):
+            raise ValueError(
+                _errors.HS_BES_COUNT.format(method=method, most=self.dim, got=BEs_count)
+            )
+        if k is None:  # `HilbertSpace.generate_lookup` diagonalises for `BEs_count` states
+            k = self.dim if BEs_count is None else int(BEs_count)
+        count = k if BEs_count is None else min(int(BEs_count), k)
+        return ("BE", priority, count), k
 
     # -- argument checks
 
@@ -349,7 +459,14 @@ class HilbertSpaceModel:
         return self._run("bare_eigensys", params, k, s)
 
     def dressed_index(
-        self, bare: tuple[int, ...], params: ParamsArg = None, evals_count: int | None = None
+        self,
+        bare: tuple[int, ...],
+        params: ParamsArg = None,
+        evals_count: int | None = None,
+        *,
+        ordering: str = "DE",
+        subsys_priority: list[int] | None = None,
+        BEs_count: int | None = None,
     ) -> Indices:
         """The dressed index scqubits' `generate_lookup` gives the bare product state `bare`.
 
@@ -359,12 +476,24 @@ class HilbertSpaceModel:
             evals_count: None labels all `dim` dressed states, as `HilbertSpace.generate_lookup`;
                 an integer labels the lowest `evals_count`, as a `ParameterSweep` with that
                 `evals_count`.
+            ordering: `generate_lookup`'s `ordering` (static): "DE" (by dressed energy and
+                overlap, the default), "LX" (branch analysis in lexical order, every state:
+                `evals_count` None) or "BE" (branch analysis in order of bare energy).
+            subsys_priority: `generate_lookup`'s permutation of the subsystems ("LX", "BE").
+            BEs_count: how many bare states "BE" labels (None: every state diagonalised for).
 
         Returns:
             `(*batch,)` int32, -1 where no dressed state has `bare` as its label (scqubits'
             None). A discrete choice: it has no derivative.
+
+        Raises:
+            LabelAmbiguityError: for "LX" and "BE", where scqubits' label at a point depends on
+                the phases of its bare eigenvectors or on rounding (the message says which
+                states compete); the model never guesses. Inside the caller's own `jit` the
+                same text arrives in JAX's runtime error, as any host error does.
         """
-        return self._lookup("dressed_index", bare, params, evals_count, False)[0]
+        key = (ordering, subsys_priority, BEs_count)
+        return self._lookup("dressed_index", bare, params, evals_count, False, key)[0]
 
     def energy_by_bare_index(
         self,
@@ -372,6 +501,10 @@ class HilbertSpaceModel:
         params: ParamsArg = None,
         evals_count: int | None = None,
         subtract_ground: bool = False,
+        *,
+        ordering: str = "DE",
+        subsys_priority: list[int] | None = None,
+        BEs_count: int | None = None,
     ) -> Energies:
         """The dressed energy labelled by `bare` (scqubits' `energy_by_bare_index`).
 
@@ -380,6 +513,7 @@ class HilbertSpaceModel:
             params: as in the class docstring.
             evals_count: as for `dressed_index`.
             subtract_ground: subtract the dressed ground-state energy.
+            ordering, subsys_priority, BEs_count: the labelling, as for `dressed_index`.
 
         Returns:
             `(*batch,)`, NaN where no dressed state has the label. Differentiable: the label is
@@ -407,8 +541,9 @@ class HilbertSpaceModel:
             ['g', 'tmon']
             >>> jax.config.update("jax_enable_x64", False)
         """
+        key = (ordering, subsys_priority, BEs_count)
         return self._lookup(
-            "energy_by_bare_index", bare, params, evals_count, bool(subtract_ground)
+            "energy_by_bare_index", bare, params, evals_count, bool(subtract_ground), key
         )[1]
 
     def energy_by_dressed_index(
@@ -440,7 +575,14 @@ class HilbertSpaceModel:
         return w[..., dressed] - w[..., 0] if subtract_ground else w[..., dressed]
 
     def bare_index(
-        self, dressed: int, params: ParamsArg = None, evals_count: int | None = None
+        self,
+        dressed: int,
+        params: ParamsArg = None,
+        evals_count: int | None = None,
+        *,
+        ordering: str = "DE",
+        subsys_priority: list[int] | None = None,
+        BEs_count: int | None = None,
     ) -> jax.Array:
         """The bare product state that labels dressed state `dressed` (scqubits'
         `bare_index`, the inverse of `dressed_index`).
@@ -449,15 +591,20 @@ class HilbertSpaceModel:
             dressed: the dressed index (static).
             params: as in the class docstring.
             evals_count: as for `dressed_index`.
+            ordering, subsys_priority, BEs_count: the labelling, as for `dressed_index`.
 
         Returns:
             `(*batch, n_subsystems)` int32: one bare level per subsystem, all -1 where no
             bare state labels `dressed` (scqubits' None). Discrete: no derivative.
         """
-        k = self.dim if evals_count is None else self._count(evals_count, "bare_index", self.dim)
+        k = None if evals_count is None else self._count(evals_count, "bare_index", self.dim)
+        key, k = self._ordering("bare_index", ordering, subsys_priority, BEs_count, k)
         if not isinstance(dressed, int | np.integer) or not 0 <= dressed < k:
             raise ValueError(_errors.HS_DRESSED.format(method="bare_index", got=dressed, k=k))
-        labels, _ = self._run("lookup", params, k)
+        labels, _ = self._run("lookup", params, k, key)
+        return self._bare_of(labels, dressed)
+
+    def _bare_of(self, labels: jax.Array, dressed: Any) -> jax.Array:
         hit = labels == dressed
         found = jnp.any(hit, axis=-1)
         position = jnp.argmax(hit, axis=-1)
@@ -561,14 +708,279 @@ class HilbertSpaceModel:
                     chi[(s1, s2)] = table[..., :, 1]
         return {"lamb": lamb, "kerr": kerr, "chi": chi}
 
+    def transitions(
+        self,
+        params: ParamsArg = None,
+        subsystems: Any = None,
+        initial: Any = None,
+        final: Any = None,
+        sidebands: bool = False,
+        photon_number: int = 1,
+        make_positive: bool = False,
+        evals_count: int | None = None,
+        *,
+        omit_nan: bool = True,
+        ordering: str = "DE",
+        subsys_priority: list[int] | None = None,
+        BEs_count: int | None = None,
+    ) -> tuple[list[tuple[State, State]], Columns]:
+        """The transitions and their energies, as `ParameterSweep.transitions` lists them.
+
+        Args:
+            params: as in the class docstring; a batch is the sweep.
+            subsystems: the active subsystems (their `id_str`s or scqubits objects, one or a
+                list; None: all), as scqubits'.
+            initial: a bare label (all subsystems, or the active ones: the others are 0), a
+                dressed index, a list of them, or None (the bare ground state).
+            final: a bare label, a dressed index, -1 (every dressed state), a list, or None:
+                every level of each active subsystem alone (with `sidebands`, every
+                combination of the active ones); from a dressed `initial`, every bare state.
+            sidebands: as scqubits'.
+            photon_number: the energies are divided by it.
+            make_positive: absolute values.
+            evals_count: the dressed states labelled (a ParameterSweep's `evals_count`; None:
+                all, as a HilbertSpace).
+            omit_nan: drop the transitions that are NaN at every point (a label without a
+                dressed state), as scqubits does; needs concrete values. Under `jit`, `vmap`
+                or `grad` pass False: the list is then static and NaN columns stay.
+            ordering, subsys_priority, BEs_count: the labelling, as for `dressed_index`.
+
+        Returns:
+            `(labels, energies)`: `labels[i]` the `(initial, final)` pair of transition i
+            (tuples for bare labels, ints for dressed indices, as scqubits'), `energies`
+            `(*batch, n)` with transition i in column i (scqubits' list of arrays stacked on
+            the last axis). Differentiable, the labels held fixed.
+
+        Raises:
+            ValueError: a state beyond a truncation or of the wrong length, an unknown
+                subsystem, or `omit_nan=True` under a transformation.
+
+        Example:
+            >>> import jax.numpy as jnp, scqubits, jaxbridge.scqubits as jbq
+            >>> tmon = scqubits.Transmon(EJ=20.0, EC=0.3, ng=0.0, ncut=6, truncated_dim=3,
+            ...                          id_str="tmon")
+            >>> osc = scqubits.Oscillator(E_osc=6.0, truncated_dim=3, id_str="osc")
+            >>> hs = scqubits.HilbertSpace([tmon, osc])
+            >>> hs.add_interaction(g=0.1, op1=tmon.n_operator, op2=osc.creation_operator,
+            ...                    add_hc=True)
+            >>> labels, e = jbq.model(hs).transitions({"tmon": {"EJ": jnp.array([18.0, 22.0])}})
+            >>> labels[0], e.shape
+            (((0, 0), (1, 0)), (2, 4))
+        """
+        k = None if evals_count is None else self._count(evals_count, "transitions", self.dim)
+        key, k = self._ordering("transitions", ordering, subsys_priority, BEs_count, k)
+        pairs = self._planner.plan(subsystems, initial, final, bool(sidebands), k)
+        dims = self.subsystem_dims
+        spec = tuple(
+            tuple(
+                (True, x) if isinstance(x, int) else (False, int(np.ravel_multi_index(x, dims)))
+                for x in pair
+            )
+            for pair in pairs
+        )
+        labels, w = self._run("lookup", params, k, key)
+        # A second, small program: the gathers of this list (the labels' program is shared).
+        energies = columns(labels, w, spec, photon_number, bool(make_positive))
+        if not omit_nan or not pairs:
+            return pairs, energies
+        try:
+            values = np.asarray(energies)
+        except jax.errors.TracerArrayConversionError:
+            raise ValueError(_errors.HS_OMIT_NAN) from None
+        nan = np.all(np.isnan(values.reshape(-1, len(pairs))), axis=0)
+        keep = [i for i in range(len(pairs)) if not bool(nan[i])]
+        return [pairs[i] for i in keep], energies[..., np.asarray(keep, dtype=int)]
+
+    def op_in_dressed_eigenbasis(
+        self,
+        op: Any,
+        params: ParamsArg = None,
+        truncated_dim: int | None = None,
+        op_in_bare_eigenbasis: bool = False,
+    ) -> Matrices:
+        """A subsystem's operator in the dressed eigenbasis (scqubits'
+        `HilbertSpace.op_in_dressed_eigenbasis`), `<E_i|O|E_j>` for i, j < `truncated_dim`.
+
+        Args:
+            op: a bound operator method of a subsystem (`tmon.n_operator`), `(id_str, name)`
+                (`("tmon", "n_operator")`), or scqubits' `(matrix, subsystem)` (the subsystem
+                by object or `id_str`): the matrix in the subsystem's own basis, or in its bare
+                eigenbasis with `op_in_bare_eigenbasis=True`. Resolved once (static).
+            params: as in the class docstring.
+            truncated_dim: how many dressed states (static); None: `dim`, as scqubits'.
+            op_in_bare_eigenbasis: as scqubits', for the `(matrix, subsystem)` form. scqubits'
+                bare eigenbasis has its eigensolver's phases at the object's values; the model
+                takes the matrix to its own phases there once (as a `qobj=` term).
+
+        Returns:
+            `(*batch, t, t)`. Each dressed state is fixed up to a phase: the model makes its
+            largest component (first half, as for the bare states) real and positive, where
+            scqubits keeps its solver's phases, so element `(i, j)` equals scqubits' times
+            `conj(p_i) p_j` for unit numbers `p`; the moduli and the diagonal equal scqubits'.
+            Differentiable (degenerate dressed levels within `t` make element derivatives
+            undefined, as for any eigenvector).
+
+        Raises:
+            ValueError: an operator or subsystem the model does not know, a bad
+                `truncated_dim`.
+
+        Example:
+            >>> import scqubits, jaxbridge.scqubits as jbq
+            >>> tmon = scqubits.Transmon(EJ=20.0, EC=0.3, ng=0.0, ncut=6, truncated_dim=3,
+            ...                          id_str="tmon")
+            >>> osc = scqubits.Oscillator(E_osc=6.0, truncated_dim=3, id_str="osc")
+            >>> hs = scqubits.HilbertSpace([tmon, osc])
+            >>> hs.add_interaction(g=0.1, op1=tmon.n_operator, op2=osc.creation_operator,
+            ...                    add_hc=True)
+            >>> jbq.model(hs).op_in_dressed_eigenbasis(("tmon", "n_operator"), None, 4).shape
+            (4, 4)
+        """
+        method = "op_in_dressed_eigenbasis"
+        if truncated_dim is not None and (
+            not isinstance(truncated_dim, int | np.integer) or not 1 <= truncated_dim <= self.dim
+        ):
+            raise ValueError(
+                _errors.HS_TRUNCATE.format(method=method, most=self.dim, got=truncated_dim)
+            )
+        t = self.dim if truncated_dim is None else int(truncated_dim)
+        token = self._operator(op, bool(op_in_bare_eigenbasis), method)
+        return self._run("dressed_op", params, t, token)
+
+    def dressed_state_components(
+        self,
+        state_label: Any,
+        params: ParamsArg = None,
+        components_count: int | None = None,
+        return_probability: bool = True,
+        evals_count: int | None = None,
+        *,
+        ordering: str = "DE",
+        subsys_priority: list[int] | None = None,
+        BEs_count: int | None = None,
+    ) -> tuple[BareLabels, Weights]:
+        """A dressed state's bare components, largest first (scqubits'
+        `dressed_state_components`, its dict as two arrays).
+
+        Args:
+            state_label: a bare label (the dressed state it labels) or a dressed index
+                (static).
+            params: as in the class docstring.
+            components_count: how many components (static); None: all `dim`.
+            return_probability: `|amplitude|^2`; False: the amplitudes.
+            evals_count: the dressed states diagonalised and labelled, as for `dressed_index`.
+            ordering, subsys_priority, BEs_count: the labelling, as for `dressed_index`.
+
+        Returns:
+            `(labels, values)`: `(*batch, c, n_subsystems)` int32, the bare labels (scqubits'
+            dict keys, in its order), and `(*batch, c)` their probabilities (or amplitudes).
+            Components of equal weight come in increasing bare order (scqubits' order of such
+            ties follows NumPy's unstable sort). Amplitudes carry the model's phases (see
+            `op_in_dressed_eigenbasis`); probabilities equal scqubits'. Where a bare label
+            has no dressed state, labels -1 and values NaN (scqubits raises `IndexError`).
+            Probabilities are differentiable.
+        """
+        method = "dressed_state_components"
+        k = None if evals_count is None else self._count(evals_count, method, self.dim)
+        key, k = self._ordering(method, ordering, subsys_priority, BEs_count, k)
+        c = self.dim if components_count is None else components_count
+        if not isinstance(c, int | np.integer) or not 1 <= c <= self.dim:
+            raise ValueError(_errors.HS_TRUNCATE.format(method=method, most=self.dim, got=c))
+        if isinstance(state_label, int | np.integer):
+            if not 0 <= state_label < k:
+                raise ValueError(_errors.HS_DRESSED.format(method=method, got=state_label, k=k))
+            position = None
+        else:
+            position = self._bare_position(state_label, method)
+        labels, v = self._run("components", params, k, key)
+        # The label (bare position or dressed index) is an argument of a small second program.
+        where = jnp.asarray(-1 if position is None else position, jnp.int32)
+        dressed = jnp.asarray(0 if position is None else -1, jnp.int32) + (
+            int(state_label) if position is None else 0
+        )
+        return components(
+            labels, v, where, dressed, tuple(self.subsystem_dims), int(c), bool(return_probability)
+        )
+
+    def _operator(self, op: Any, in_bare: bool, method: str) -> int:
+        """Resolves `op` once; the token names it in the compiled program."""
+        parts = self._composite.parts
+        where = f"`{method}`"
+
+        def subsystem_of(x: Any) -> int | None:
+            for i, (p, id_str) in enumerate(zip(parts, self._ids)):
+                if x is p.obj or (isinstance(x, str) and x == id_str):
+                    return i
+            return None
+
+        entry: tuple[int, Any, bool] | None = None
+        cache_key: Any = None
+        if callable(op) and not hasattr(op, "shape") and not hasattr(op, "full"):
+            s = subsystem_of(getattr(op, "__self__", None))
+            if s is not None:
+                entry = (s, parts[s].operator(op, where)[0], False)
+                cache_key = (s, "bound", getattr(op, "__func__", op))
+        elif isinstance(op, tuple) and len(op) == 2:
+            first, second = op
+            if isinstance(first, str) and isinstance(second, str):
+                s = subsystem_of(first)
+                if s is not None:
+                    entry = (s, parts[s].named(second, where)[0], False)
+                    cache_key = (s, second)
+            else:
+                s = subsystem_of(second)
+                if s is not None:
+                    m = as_matrix(first)
+                    # In the bare eigenbasis the conversion depends on the object's values now.
+                    now = [getattr(p.obj, k, None) for p in parts for k in sorted(p.defaults)]
+                    cache_key = (s, in_bare, m.shape, m.dtype.str, m.tobytes(), repr(now))
+                    if cache_key in self._tokens:
+                        return self._tokens[cache_key]
+                    if in_bare:
+                        entry = (s, self._bare_matrix(m, s, where), True)
+                    else:
+                        entry = (s, parts[s].operator(m, where)[0], False)
+        if entry is None:
+            raise ValueError(_errors.HS_OP.format(method=method, got=op))
+        return self._token(cache_key, entry)
+
+    def _token(self, key: Any, entry: tuple[int, Any, bool]) -> int:
+        # One token (one compiled program) per operator, however it was named.
+        if key not in self._tokens:
+            self._operators.append(entry)
+            self._tokens[key] = len(self._operators) - 1
+        return self._tokens[key]
+
+    def _bare_matrix(self, matrix: Any, s: int, where: str) -> Any:
+        """A matrix in scqubits' bare eigenbasis of subsystem s, taken to the model's phases."""
+        part = self._composite.parts[s]
+        m = as_matrix(matrix)
+        if m.shape != (part.dim, part.dim):
+            raise ValueError(
+                _errors.HS_OPERATOR_SHAPE.format(
+                    where=where, id_str=part.id_str, dim=part.dim, got=m.shape
+                )
+            )
+        d = bare_phases(self._hs, self._composite.parts, None)[s]
+        m = d[:, None] * m * d.conj()[None, :]
+        if np.iscomplexobj(m) and not np.any(np.imag(m)):
+            m = np.real(m)
+        return lambda p, m=m: jnp.asarray(m)
+
     def _lookup(
-        self, method: str, bare: Any, params: ParamsArg, evals_count: Any, subtract: bool
+        self,
+        method: str,
+        bare: Any,
+        params: ParamsArg,
+        evals_count: Any,
+        subtract: bool,
+        ordering: tuple[Any, Any, Any] = ("DE", None, None),
     ) -> tuple[jax.Array, jax.Array]:
         position = self._bare_position(bare, method)
-        k = self.dim if evals_count is None else self._count(evals_count, method, self.dim)
+        k = None if evals_count is None else self._count(evals_count, method, self.dim)
+        key, k = self._ordering(method, *ordering, k)
         # One program labels every bare state (compiled once per evals_count); picking one
         # label and its energy is a gather outside it.
-        labels, w = self._run("lookup", params, k)
+        labels, w = self._run("lookup", params, k, key)
         index = labels[..., position]
         energy = energy_at(w, index)
         return index, energy - w[..., 0] if subtract else energy

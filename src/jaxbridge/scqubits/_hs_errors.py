@@ -44,12 +44,36 @@ HS_NO_L_OSC = (
     "on the Oscillator (scqubits raises here too)."
 )
 
-HS_QOBJ = (
-    "`jaxbridge.scqubits.model(hilbertspace)`: interaction term {index} is a fixed `Qobj` "
-    "(`add_interaction(qobj=...)`). Its matrix elements refer to the phases scqubits' "
-    "eigensolver happened to give each bare eigenvector, which the model cannot reproduce, so "
-    "its numbers would differ silently. Give the term as operators instead: "
+HS_QOBJ_SHAPE = (
+    "`jaxbridge.scqubits.model(hilbertspace)`: interaction term {index} is a `Qobj` of shape "
+    "{got}; a fixed operator on the composite space must be ({dim}, {dim}), the product of the "
+    "truncated_dims {dims}."
+)
+
+HS_QOBJ_HERMITIAN = (
+    "`jaxbridge.scqubits.model(hilbertspace)`: interaction term {index} is a `Qobj` that is not "
+    "Hermitian (largest |Q - Q^dagger| {got:.3g}); the model's Hamiltonian must be Hermitian. "
+    "Add the Hermitian conjugate to the Qobj."
+)
+
+HS_QOBJ_PHASES = (
+    "`jaxbridge.scqubits.model(hilbertspace)`: interaction term {index} is a fixed `Qobj` in "
+    "scqubits' bare eigenbasis, but bare level {level} of subsystem `{id_str}` is degenerate "
+    "(overlap {overlap:.3g} with the model's eigenvector), so which basis the Qobj refers to "
+    "is the eigensolver's choice, not one the model can know. Give the term as operators: "
     "`add_interaction(g=..., op1=..., op2=...)` or `expr=`."
+)
+
+HS_BARE_PHASES = (
+    "`op_in_dressed_eigenbasis(op_in_bare_eigenbasis=True)`: the matrix is in scqubits' bare "
+    "eigenbasis, but bare level {level} of subsystem `{id_str}` is degenerate (overlap "
+    "{overlap:.3g} with the model's eigenvector), so which basis it refers to is the "
+    "eigensolver's choice. Pass the operator in the subsystem's own basis, or by name."
+)
+
+HS_G_QOBJ = (
+    '`{method}`: `params["g"][{index}]` belongs to a fixed `qobj=` term, which has no '
+    "parameter; leave it None. Got {got!r}."
 )
 
 HS_WRAPPED = (
@@ -156,4 +180,69 @@ HD_NORMAL_MODES_MIXED = (
 HS_DRESSED = (
     "`{method}`: the dressed index must be an integer from 0 to {k} - 1 (the levels "
     "diagonalised for); got {got!r}."
+)
+
+HS_ORDERING = (
+    '`{method}(ordering=...)` must be one of "DE", "LX" and "BE" (scqubits\' '
+    "`generate_lookup` orderings); got {got!r}."
+)
+
+HS_PRIORITY = (
+    "`{method}(subsys_priority=...)` must be a permutation of the subsystem indices "
+    "0..{last} (scqubits' rule); got {got!r}."
+)
+
+HS_LX_EVALS = (
+    '`{method}`: ordering "LX" labels every bare state and needs the whole dressed spectrum, '
+    "`evals_count` None (or {dim}); got {got!r}. scqubits raises for fewer eigenstates too."
+)
+
+HS_LX_INCOMPLETE = (
+    'ordering "{ordering}": the {k} dressed states diagonalised for ran out before every bare '
+    "state to label had one (scqubits fails here too); diagonalise for more (`evals_count`)."
+)
+
+HS_LX_PHASES = (
+    'ordering "{ordering}": at this parameter point the dressed state that labels bare state '
+    "{label} (excited in subsystem {subsystem}) is not decided by the states themselves: "
+    "dressed state {chosen} and dressed state {rival} compete, and which one scqubits takes "
+    'depends on {why}, which the model cannot reproduce. Use ordering "DE" there, or move '
+    "the parameters away from the strong hybridization."
+)
+
+HS_BE_TIE = (
+    'ordering "BE": the bare states {a} and {b} have the same bare energy {energy!r}, and the '
+    "order scqubits labels them in is decided by rounding; the model cannot reproduce it. Use "
+    'ordering "LX" or "DE", or a `BEs_count` that ends before the tie.'
+)
+
+HS_BES_COUNT = (
+    "`{method}(BEs_count=...)` must be None or an integer between 1 and {most}; got {got!r}."
+)
+
+HS_LEVEL = (
+    "`{method}`: the {what} {got!r} must be a tuple of {n} levels, one per subsystem (or one "
+    "per subsystem in `subsystems`), each below that subsystem's truncated_dim {dims}; or a "
+    "dressed index from 0 to {k} - 1."
+)
+
+HS_SUBSYSTEMS = (
+    "`{method}(subsystems=...)` must be a subsystem (its `id_str` or the scqubits object) or a "
+    "list of them; {got!r} is not one of {known}."
+)
+
+HS_OMIT_NAN = (
+    "`transitions(omit_nan=True)` drops the transitions that are NaN at every point, as "
+    "scqubits does, which needs concrete values; under `jit`, `vmap` or `grad` pass "
+    "`omit_nan=False` and the NaN columns stay, with their labels."
+)
+
+HS_OP = (
+    "`{method}`: the operator must be a bound operator method of a subsystem "
+    "(`tmon.n_operator`), `(id_str, name)` with an operator method's name, or `(matrix, "
+    "subsystem)` with the matrix in that subsystem's basis; got {got!r}."
+)
+
+HS_TRUNCATE = (
+    "`{method}(truncated_dim=...)` must be None or an integer between 1 and {most}; got {got!r}."
 )
