@@ -21,9 +21,9 @@ EVALS_COUNT = (
 )
 
 UNKNOWN_OPERATOR = (
-    "`matrixelements`: `{kind}` has no operator `{name}` that this model can compute as a "
-    "function of the parameters. Use one of {known}, pass a matrix of shape ({dim}, {dim}), "
-    "or (for a `Circuit`) a SymPy expression in its variables."
+    "`matrixelements`, `operator`: `{kind}` has no operator `{name}` that this model can "
+    "compute as a function of the parameters. Use one of {known}, pass a matrix of shape "
+    "({dim}, {dim}), or (for a `Circuit`) a SymPy expression in its variables."
 )
 
 OPERATOR_SHAPE = (
@@ -77,4 +77,41 @@ CIRCUIT_DROPPED = (
     "Circuit's symbolic Hamiltonian (`_hamiltonian_sym_for_numerics`), so the model cannot "
     "differentiate them. Its parameters are {known}. Set the value on the Circuit and call "
     "`model` again."
+)
+
+OPERATOR_NAME = (
+    '`operator`: give the name of one of the object\'s operator methods (`"n_operator"`, ...) '
+    "or, for a `Circuit`, a SymPy expression; got a `{got}`. A fixed matrix needs no model: "
+    "pass it to `matrixelements` for its elements between eigenstates."
+)
+
+NO_WAVE = "`{method}`: this `{kind}` model has no {method}: {why}."
+
+NO_WAVE_WHY = {
+    "Circuit": (
+        "scqubits' `Circuit` has no `wavefunction` or `potential` methods (its "
+        "`generate_wf_plot_data` and `potential_energy` mix bases per variable and are not "
+        "served yet); draw them with scqubits' own Circuit"
+    ),
+}
+"""Why a class has no wavefunction or potential, by class name (the default: scqubits has none)."""
+
+WHICH = (
+    "`wavefunction(which=...)` must be a level index from 0 to below evals_count={count} and "
+    "the dimension {dim} of this `{kind}` model; got {got!r}. Pass a larger `evals_count` (or "
+    "larger cutoffs on the scqubits object)."
+)
+
+GRID_KEYWORD = (
+    "`wavefunction`: unknown grid keyword {got} for a `{kind}`; it takes {known} (a scqubits "
+    "`Grid1d` or a 1-D array of points each)."
+)
+
+GRID_SHAPE = (
+    "`wavefunction({name}=...)` must be a `Grid1d` or a 1-D array of points; got shape {got}."
+)
+
+POTENTIAL_ARGS = (
+    "`potential`: a `{kind}`'s potential takes {names} (as scqubits' `potential`), then "
+    "`params=` by keyword; got {got} coordinate(s)."
 )

@@ -15,6 +15,7 @@ from ._eigen import HostLevels, SparseSolver, eigh_k, eigvalsh_k
 from ._noise import NoiseMethods
 from ._spec import Spec
 from ._terms import Terms, complex_of, fixed
+from ._wave import PlotMethods
 from .qubits import FIXED_OPERATOR_NAMES
 
 #: Above this dimension `method="auto"` uses the host sparse solver instead of dense `eigh`.
@@ -35,7 +36,7 @@ if TYPE_CHECKING:  # jaxtyping is a test-time dependency only
     Elements = Inexact[Array, "*batch k k"]
 
 
-class Model(NoiseMethods):
+class Model(NoiseMethods, PlotMethods):
     """JAX functions of a scqubits object's continuous parameters.
 
     Made by `jaxbridge.scqubits.model(obj)`; `obj` is read once (its operators, cutoffs and
@@ -91,6 +92,8 @@ class Model(NoiseMethods):
         def one(p: dict[str, jax.Array]) -> Any:
             if what == "hamiltonian":
                 return terms.dense(p)
+            if what == "operator":
+                return op.dense(p)
             if what == "eigenvals":
                 if path == "dense":
                     levels = self.__dict__.setdefault("_host_levels", {})

@@ -16,6 +16,7 @@ import numpy as np
 import scipy.sparse as sparse
 
 from ._terms import Terms
+from ._wave import Wave
 
 
 @dataclasses.dataclass
@@ -35,6 +36,8 @@ class Spec:
             differentiable).
         channels_fn: for a `Circuit`, its noise channels (`_circuit_noise.channels`), read
             when a noise method is first called.
+        wave: the class's wavefunction and potential (`_wave.Wave`); None where there are
+            none.
     """
 
     defaults: dict[str, float]
@@ -45,6 +48,7 @@ class Spec:
     operator_fn: Callable[[Any], Terms] | None = None
     dropped: list[str] = dataclasses.field(default_factory=list)
     channels_fn: Callable[[], dict[str, Any]] | None = None
+    wave: Wave | None = None
 
 
 def dense(m: Any) -> np.ndarray:

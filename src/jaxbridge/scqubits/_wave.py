@@ -1,0 +1,290 @@
+"""What users plot: wavefunctions on grids, potentials and operators as matrices at given params.
+
+A qubit's `Spec.wave` (a `Wave`, built in the qubit's file in `qubits/`) says how scqubits
+turns an eigenvector into amplitudes on a grid and what its potential is; `PlotMethods`, a base
+of `Model`, serves `operator`, `wavefunction` and `potential` from it and from the model's own
+`eigensys` and operator terms. The helpers below are scqubits 4.3.1's conventions in JAX:
+normalised harmonic-oscillator functions (`oscillator.harm_osc_wavefunction`), charge-to-phase
+Fourier factors and `spectrum_utils.standardize_phases`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import _errors, _params
+from ._terms import Params, Terms, complex_of
+
+ParamsArg = Mapping[str, Any] | None
+
+
+class Wavefunction(NamedTuple):
+    """One eigenstate on a grid, as scqubits' `WaveFunction` / `WaveFunctionOnGrid` hold it.
+
+    Attributes:
+        basis_labels: the grid's points; for a 2-D or 3-D wavefunction a tuple of 1-D grids in
+            scqubits' `gridspec` order (`(phi, theta)` for a ZeroPi, `(phi1, phi2)` for a
+            FluxQubit, `(phi, zeta, theta)` for a Cos2PhiQubit).
+        amplitudes: complex amplitudes, scqubits' array shape (`(*batch, *grid)`; a ZeroPi's is
+            `(theta, phi)`, as scqubits').
+        energy: the level's eigenvalue, `(*batch,)`.
+    """
+
+    basis_labels: Any
+    amplitudes: jax.Array
+    energy: jax.Array
+
+
+@dataclasses.dataclass(frozen=True)
+class Wave:
+    """How one qubit class's eigenvectors become wavefunctions, and its potential.
+
+    Attributes:
+        grids: each grid keyword scqubits' `wavefunction` takes (`"phi_grid"`, ...) and the
+            points of the object's default grid for it.
+        fixed_labels: grids the basis fixes (a ZeroPi's `phi` grid), put before `grids`'
+            points in `basis_labels` where `label_order` says.
+        label_order: `basis_labels`' order as indices into `fixed_labels + grids`.
+        amplitudes: `amplitudes(p, vector, which, points)`: the amplitudes of the eigenvector
+            `vector` (level `which`) on the grids `points`, in JAX.
+        coordinates: the names of the potential's coordinates, in scqubits' order.
+        potential: `potential(p, *coordinates)` in JAX, as scqubits' `potential`.
+    """
+
+    grids: tuple[tuple[str, np.ndarray], ...]
+    amplitudes: Callable[..., jax.Array]
+    coordinates: tuple[str, ...]
+    potential: Callable[..., jax.Array]
+    fixed_labels: tuple[np.ndarray, ...] = ()
+    label_order: tuple[int, ...] | None = None
+
+
+def grid_points(grid: Any) -> np.ndarray:
+    """A scqubits `Grid1d`'s points (`make_linspace()`)."""
+    return np.asarray(grid.make_linspace())
+
+
+def hermite_functions(count: int, x: jax.Array, length: Any) -> jax.Array:
+    """scqubits' `harm_osc_wavefunction(n, x, length)` for `n < count`, shape `(count, *x)`.
+
+    `h_n(x / l) / sqrt(l)`, `h_n` the normalised Hermite functions, by their three-term
+    recurrence: stable in `n` (scqubits uses `pbdv`); `exp(-u^2/2)` underflows past |u| ~ 37 in
+    float64 (~ 13 in float32), far outside scqubits' default grids.
+    """
+    u = x / length
+    h0 = math.pi**-0.25 * jnp.exp(-0.5 * u * u)
+    rows = [h0, math.sqrt(2.0) * u * h0][:count]
+    for n in range(1, count - 1):
+        rows.append(math.sqrt(2.0 / (n + 1)) * u * rows[n] - math.sqrt(n / (n + 1)) * rows[n - 1])
+    return jnp.stack(rows) / jnp.sqrt(length)
+
+
+def expi(x: jax.Array) -> jax.Array:
+    """`exp(i x)` of a real array, complex of its precision (no promotion in strict mode)."""
+    return jax.lax.complex(jnp.cos(x), jnp.sin(x))
+
+
+def as_complex(x: jax.Array) -> jax.Array:
+    """`x` cast to the complex dtype of its precision."""
+    return x.astype(complex_of(x.dtype))
+
+
+def charge_waves(ncut: int, phi: jax.Array, sign: float = 1.0) -> jax.Array:
+    """`exp(sign i n phi) / sqrt(2 pi)` for the charges `n = -ncut..ncut` and the points `phi`
+    (1-D), shape `(2 ncut + 1, len(phi))`."""
+    phi = jnp.asarray(phi)
+    n = jnp.arange(-ncut, ncut + 1, dtype=phi.dtype)
+    return expi(sign * jnp.outer(n, phi)) / math.sqrt(2 * math.pi)
+
+
+def standardize_phases(amplitudes: jax.Array) -> jax.Array:
+    """scqubits' `standardize_phases`: the global phase removed at the largest `|amplitude|` of
+    the first half of the leading axis (its phase set to 0)."""
+    half = amplitudes[: amplitudes.shape[0] // 2]
+    z = amplitudes.reshape(-1)[jnp.argmax(jnp.abs(half).reshape(-1))]
+    return amplitudes * (jnp.conj(z) / jnp.abs(z).astype(z.dtype))
+
+
+class PlotMethods:
+    """`operator`, `wavefunction` and `potential`: a base of `Model` (its `_spec`, `_values`,
+    `_run`, `_operator_terms` and `eigensys`)."""
+
+    _spec: Any
+    dim: int
+
+    if TYPE_CHECKING:  # what `Model` provides
+
+        def _values(self, params: ParamsArg, method: str) -> dict[str, jax.Array]: ...
+        def _run(self, what: str, params: ParamsArg, k: int = 0, path: str = "dense",
+                 op: Any = None) -> Any: ...  # fmt: skip
+        def _operator_terms(self, operator: Any) -> Terms: ...
+        def eigensys(self, params: ParamsArg = None, evals_count: int = 6,
+                     method: str = "auto") -> tuple[jax.Array, jax.Array]: ...  # fmt: skip
+        def matrixelements(self, operator: Any, params: ParamsArg = None, evals_count: int = 6,
+                           method: str = "auto") -> jax.Array: ...  # fmt: skip
+
+    def operator(
+        self,
+        name: Any,
+        params: ParamsArg = None,
+        eigenbasis: bool = False,
+        evals_count: int = 6,
+        method: str = "auto",
+    ) -> jax.Array:
+        """One of the object's operators as a matrix at `params`: scqubits' `<name>()`.
+
+        Args:
+            name: the name of one of the object's operator methods (`"n_operator"`,
+                `"phi_operator"`, `"cos_phi_operator"`, ...; for a `Circuit` also a SymPy
+                expression in its variables). Operators that take arguments in scqubits
+                (Fluxonium's `cos_phi_operator(alpha, beta)`) are their defaults'.
+            params: as for `hamiltonian`; parameter-dependent operators (a Fluxonium's, whose
+                oscillator basis depends on `EC` and `EL`) are recomputed there.
+            eigenbasis: False: the model's native basis (scqubits' `energy_esys=False`); True:
+                `<i|O|j>` between the `evals_count` lowest eigenstates (`energy_esys=True`),
+                each state fixed up to a phase as in scqubits.
+            evals_count: the eigenbasis' size (static), with `eigenbasis=True`.
+            method: as for `eigensys`, with `eigenbasis=True`.
+
+        Returns:
+            `(*batch, N, N)` (or `(*batch, k, k)`), equal to scqubits' matrix of an object made
+            at those params; under `jit`, `vmap` and `grad` (float64 with x64).
+
+        Raises:
+            ValueError: the object has no operator of that name, or it is not a name.
+
+        Example:
+            >>> import scqubits, jaxbridge.scqubits as jbq
+            >>> m = jbq.model(scqubits.Fluxonium(EJ=8.9, EC=2.5, EL=0.5, flux=0.5, cutoff=10))
+            >>> m.operator("phi_operator", {"EL": 1.0}).shape
+            (10, 10)
+        """
+        if not (isinstance(name, str) or type(name).__module__.startswith("sympy")):
+            raise ValueError(_errors.OPERATOR_NAME.format(got=type(name).__name__))
+        if eigenbasis:
+            return self.matrixelements(name, params, evals_count, method)
+        return self._run("operator", params, op=self._operator_terms(name))
+
+    def _wave(self, method: str) -> Wave:
+        wave = getattr(self._spec, "wave", None)
+        if wave is None:
+            why = _errors.NO_WAVE_WHY.get(self._spec.kind, "scqubits has none for it")
+            raise ValueError(_errors.NO_WAVE.format(method=method, kind=self._spec.kind, why=why))
+        return wave
+
+    def wavefunction(
+        self,
+        params: ParamsArg = None,
+        which: int = 0,
+        evals_count: int | None = None,
+        method: str = "auto",
+        **grids: Any,
+    ) -> Wavefunction:
+        """Level `which`'s wavefunction on a grid: scqubits' `wavefunction(esys, which, ...)`.
+
+        Args:
+            params: as for `hamiltonian` (in place of scqubits' `esys`: the states are this
+                model's `eigensys(params)`).
+            which: the level (static), 0 the ground state.
+            evals_count: the levels diagonalised for it (static); default `max(which + 1, 3)`,
+                as scqubits.
+            method: as for `eigensys`.
+            grids: scqubits' grid keywords for the class (`phi_grid=` for a Transmon,
+                Fluxonium or FluxQubit; `theta_grid=` for a ZeroPi; `phi_grid=`,
+                `zeta_grid=`, `theta_grid=` for a Cos2PhiQubit), each a scqubits `Grid1d` or
+                a 1-D array of points (a JAX array works under `jit`); default the object's.
+
+        Returns:
+            A `Wavefunction` (`basis_labels`, `amplitudes`, `energy`) of JAX arrays, the
+            params' batch shape before the grid's. scqubits' formulas: the Fourier sum of the
+            charge amplitudes times `i**which` (Transmon), harmonic-oscillator functions
+            (Fluxonium), and scqubits' `standardize_phases` where scqubits applies it (ZeroPi,
+            FluxQubit). Elsewhere the global phase is the eigenvector's, arbitrary as in
+            scqubits: `|amplitudes|` is what is defined (and differentiable).
+
+        Raises:
+            ValueError: the class has no wavefunction in scqubits or here, `which` is not a
+                level below `evals_count` (and the dimension), or a grid keyword is unknown.
+
+        Example:
+            >>> import scqubits, jaxbridge.scqubits as jbq
+            >>> m = jbq.model(scqubits.Transmon(EJ=20.0, EC=0.3, ng=0.0, ncut=10))
+            >>> m.wavefunction(which=1).amplitudes.shape
+            (151,)
+        """
+        wave = self._wave("wavefunction")
+        count = max(which + 1, 3) if evals_count is None else evals_count
+        count = min(count, self.dim) if evals_count is None else count
+        if not isinstance(which, int | np.integer) or not 0 <= which < min(count, self.dim):
+            raise ValueError(
+                _errors.WHICH.format(got=which, count=count, dim=self.dim, kind=self._spec.kind)
+            )
+        known = [name for name, _ in wave.grids]
+        bad = sorted(set(grids) - set(known))
+        if bad:
+            kind = self._spec.kind
+            raise ValueError(_errors.GRID_KEYWORD.format(got=bad, kind=kind, known=known))
+        points = tuple(
+            jnp.asarray(grid_points(g) if hasattr(g, "make_linspace") else g)
+            if (g := grids.get(name)) is not None
+            else jnp.asarray(default)
+            for name, default in wave.grids
+        )
+        for name, x in zip(known, points, strict=True):
+            if x.ndim != 1:
+                raise ValueError(_errors.GRID_SHAPE.format(name=name, got=x.shape))
+        values = self._values(params, "wavefunction")
+        w, v = self.eigensys(params, count, method)
+
+        def one(p: Params, wv: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+            return wave.amplitudes(p, wv[1][:, which], which, points), wv[0][which]
+
+        amplitudes, energy = _params.map_batch(one, values, (w, v), core_ndims=(0, (1, 2)))
+        labels = (*(jnp.asarray(x) for x in wave.fixed_labels), *points)
+        if wave.label_order is not None:
+            basis: Any = tuple(labels[i] for i in wave.label_order)
+        else:
+            basis = labels[0] if len(labels) == 1 else labels
+        return Wavefunction(basis, amplitudes, energy)
+
+    def potential(self, *coordinates: Any, params: ParamsArg = None) -> jax.Array:
+        """scqubits' `potential(...)` at the coordinates, a JAX function of `params`.
+
+        Args:
+            coordinates: the class's coordinates in scqubits' order (`phi` for a Transmon or
+                Fluxonium; `phi, theta` for a ZeroPi; `phi1, phi2` for a FluxQubit;
+                `phi, zeta, theta` for a Cos2PhiQubit), scalars or arrays that broadcast
+                together.
+            params: as for `hamiltonian` (keyword only).
+
+        Returns:
+            `(*batch, *coordinates' shape)`, equal to scqubits' `potential` of an object made
+            at those params (constants included where scqubits includes them).
+
+        Raises:
+            ValueError: the class has no potential, or the number of coordinates is wrong.
+
+        Example:
+            >>> import scqubits, jaxbridge.scqubits as jbq
+            >>> m = jbq.model(scqubits.Transmon(EJ=20.0, EC=0.3, ng=0.0, ncut=3))
+            >>> float(m.potential(0.0, params={"EJ": 10.0}))
+            -10.0
+        """
+        wave = self._wave("potential")
+        if len(coordinates) != len(wave.coordinates):
+            raise ValueError(
+                _errors.POTENTIAL_ARGS.format(
+                    kind=self._spec.kind, names=list(wave.coordinates), got=len(coordinates)
+                )
+            )
+        dtype = _params.real_dtype()
+        xs = jnp.broadcast_arrays(*(jnp.asarray(x, dtype) for x in coordinates))
+        values = self._values(params, "potential")
+        return _params.map_batch(lambda p: wave.potential(p, *xs), values)
