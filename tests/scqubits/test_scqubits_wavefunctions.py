@@ -1,0 +1,175 @@
+"""`wavefunction` and `potential` of every qubit class against scqubits' own (float64).
+
+scqubits fixes the global phase of ZeroPi and FluxQubit wavefunctions (`standardize_phases`),
+so those are compared as they are; the others carry the eigenvector's arbitrary phase in
+scqubits too, so they are compared after removing one global phase (and `|psi|` exactly).
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scqubits_cases import KINDS, at, central_difference, make
+
+import jaxbridge.scqubits as jbq
+from jaxbridge.scqubits import _errors
+
+scq = pytest.importorskip("scqubits")
+
+STANDARDIZED = ("ZeroPi", "FluxQubit")
+# Small grids keep scqubits' own loops (Cos2PhiQubit's is one per basis state) fast.
+GRIDS = {
+    "Transmon": {"phi_grid": scq.Grid1d(-np.pi, np.pi, 41)},
+    "TunableTransmon": {"phi_grid": scq.Grid1d(-np.pi, np.pi, 41)},
+    "Fluxonium": {"phi_grid": scq.Grid1d(-4 * np.pi, 4 * np.pi, 61)},
+    "FluxQubit": {"phi_grid": scq.Grid1d(-np.pi / 2, 3 * np.pi / 2, 21)},
+    "ZeroPi": {"theta_grid": scq.Grid1d(-np.pi / 2, 3 * np.pi / 2, 25)},
+    "Cos2PhiQubit": {
+        "phi_grid": scq.Grid1d(-2 * np.pi, 2 * np.pi, 9),
+        "zeta_grid": scq.Grid1d(-3 * np.pi, 3 * np.pi, 7),
+        "theta_grid": scq.Grid1d(-np.pi / 2, 3 * np.pi / 2, 8),
+    },
+}
+COORDINATES = {"Transmon": 1, "TunableTransmon": 1, "Fluxonium": 1, "FluxQubit": 2, "ZeroPi": 2,
+               "Cos2PhiQubit": 3}  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def _x64(x64):
+    yield
+
+
+def _same_up_to_phase(got, want, atol):
+    got, want = np.asarray(got), np.asarray(want)
+    np.testing.assert_allclose(np.abs(got), np.abs(want), rtol=0, atol=atol)
+    overlap = np.vdot(got, want)
+    np.testing.assert_allclose(got * overlap / abs(overlap), want, rtol=0, atol=atol)
+
+
+def _values(kind, seed=0):
+    obj, box = make(kind)
+    rng = np.random.default_rng(sum(map(ord, kind)) + seed)
+    return obj, {name: rng.uniform(*bounds) for name, bounds in box.items()}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_wavefunctions_equal_scqubits_at_a_random_point(kind):
+    obj, values = _values(kind)
+    m, ref = jbq.model(obj), at(obj, values)
+    scale = 1e-10
+    for which in (0, 1, 2):
+        got = m.wavefunction(values, which=which, **GRIDS[kind])
+        want = ref.wavefunction(which=which, **GRIDS[kind])
+        atol = scale * np.abs(want.amplitudes).max()
+        if kind in STANDARDIZED:
+            np.testing.assert_allclose(got.amplitudes, want.amplitudes, rtol=0, atol=atol)
+        else:
+            _same_up_to_phase(got.amplitudes, want.amplitudes, atol)
+        np.testing.assert_allclose(got.energy, ref.eigenvals(3)[which], rtol=1e-10)
+        labels = got.basis_labels if isinstance(got.basis_labels, tuple) else (got.basis_labels,)
+        if hasattr(want, "basis_labels"):  # a 1-D WaveFunction
+            np.testing.assert_allclose(labels[0], want.basis_labels, rtol=0, atol=1e-14)
+        else:  # scqubits' gridspec: (min, max, count) per axis
+            spec = np.asarray(want.gridspec.min_vals), np.asarray(want.gridspec.max_vals)
+            np.testing.assert_allclose([x[0] for x in labels], spec[0], atol=1e-14)
+            np.testing.assert_allclose([x[-1] for x in labels], spec[1], atol=1e-14)
+            assert [x.size for x in labels] == list(want.gridspec.pt_counts)
+
+
+@pytest.mark.parametrize("kind", ["Transmon", "Fluxonium"])
+def test_default_grids_are_scqubits(kind):
+    obj, _ = make(kind)
+    got, want = jbq.model(obj).wavefunction(which=1), obj.wavefunction(which=1)
+    assert got.amplitudes.shape == want.amplitudes.shape
+    atol = 1e-10 * np.abs(want.amplitudes).max()
+    if kind in STANDARDIZED:
+        np.testing.assert_allclose(got.amplitudes, want.amplitudes, rtol=0, atol=atol)
+    else:
+        _same_up_to_phase(got.amplitudes, want.amplitudes, atol)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_potentials_equal_scqubits(kind):
+    obj, values = _values(kind, seed=1)
+    m, ref = jbq.model(obj), at(obj, values)
+    rng = np.random.default_rng(3)
+    xs = [rng.uniform(-4, 4, size=(3, 4)) for _ in range(COORDINATES[kind])]
+    got = m.potential(*xs, params=values)
+    np.testing.assert_allclose(got, ref.potential(*xs), rtol=1e-12, atol=1e-12)
+    flux = {"Transmon": "EJ", "TunableTransmon": "flux"}.get(kind, "flux")
+    batch = {flux: jnp.array([0.1, 0.2])}
+    np.testing.assert_allclose(
+        m.potential(*xs, params=batch)[1], at(obj, {flux: 0.2}).potential(*xs), rtol=1e-12
+    )
+
+
+def _fluxonium():
+    return scq.Fluxonium(EJ=8.9, EC=2.5, EL=0.5, flux=0.33, cutoff=20)
+
+
+def test_batches_jit_and_a_traced_grid():
+    obj = _fluxonium()
+    m = jbq.model(obj)
+    fluxes = jnp.array([0.3, 0.5])
+    phi = jnp.linspace(-3.0, 3.0, 11)
+    batch = m.wavefunction({"flux": fluxes}, which=1, phi_grid=phi)
+    assert batch.amplitudes.shape == (2, 11) and batch.energy.shape == (2,)
+    fn = jax.jit(lambda f, x: m.wavefunction({"flux": f}, which=1, phi_grid=x).amplitudes)
+    for i, f in enumerate([0.3, 0.5]):
+        want = at(obj, {"flux": f}).wavefunction(which=1, phi_grid=scq.Grid1d(-3.0, 3.0, 11))
+        _same_up_to_phase(batch.amplitudes[i], want.amplitudes, 1e-10)
+        _same_up_to_phase(fn(f, phi), want.amplitudes, 1e-10)
+
+
+def test_gradient_of_a_density_against_scqubits():
+    """d|psi_1(phi0)|^2 / dEC (the density is gauge-invariant) against scqubits' differences."""
+    obj = _fluxonium()
+    m = jbq.model(obj)
+    phi = jnp.array([0.7])
+
+    def density(ec):
+        return jnp.abs(m.wavefunction({"EC": ec}, which=1, phi_grid=phi).amplitudes[0]) ** 2
+
+    def scqubits_density(ec):
+        ref = at(obj, {"EC": ec}).wavefunction(which=1, phi_grid=scq.Grid1d(0.7, 0.7, 1))
+        return abs(ref.amplitudes[0]) ** 2
+
+    got = jax.grad(density)(2.5)
+    want = central_difference(scqubits_density, 2.5, 1e-3)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_wrong_level_grid_and_coordinates_raise():
+    obj, _ = make("Transmon")
+    m = jbq.model(obj)
+    with pytest.raises(ValueError) as info:
+        m.wavefunction(which=3, evals_count=3)
+    assert str(info.value) == _errors.WHICH.format(got=3, count=3, dim=21, kind="Transmon")
+    with pytest.raises(ValueError) as info:
+        m.wavefunction(which=21, evals_count=21)
+    assert str(info.value) == _errors.WHICH.format(got=21, count=21, dim=21, kind="Transmon")
+    with pytest.raises(ValueError) as info:
+        m.wavefunction(theta_grid=np.zeros(3))
+    want = _errors.GRID_KEYWORD.format(got=["theta_grid"], kind="Transmon", known=["phi_grid"])
+    assert str(info.value) == want
+    with pytest.raises(ValueError) as info:
+        m.wavefunction(phi_grid=np.zeros((2, 2)))
+    assert str(info.value) == _errors.GRID_SHAPE.format(name="phi_grid", got=(2, 2))
+    with pytest.raises(ValueError) as info:
+        m.potential(0.1, 0.2)
+    want = _errors.POTENTIAL_ARGS.format(kind="Transmon", names=["phi"], got=2)
+    assert str(info.value) == want
+
+
+@pytest.mark.filterwarnings("ignore:.*deprecated - use:DeprecationWarning")  # scqubits' YAML
+def test_circuit_refuses_wavefunction_and_potential():
+    yaml = "branches:\n- [JJ, 1, 2, 4, 0.5]\n- [L, 1, 2, 1.3]\n- [C, 1, 2, 2]\n"
+    circuit = scq.Circuit(yaml, from_file=False, ext_basis="discretized")
+    circuit.cutoff_ext_1 = 20
+    m = jbq.model(circuit)
+    why = _errors.NO_WAVE_WHY["Circuit"]
+    for method, call in (("wavefunction", lambda: m.wavefunction()),
+                         ("potential", lambda: m.potential(0.0))):  # fmt: skip
+        with pytest.raises(ValueError) as info:
+            call()
+        assert str(info.value) == _errors.NO_WAVE.format(method=method, kind="Circuit", why=why)
