@@ -115,3 +115,13 @@ POTENTIAL_ARGS = (
     "`potential`: a `{kind}`'s potential takes {names} (as scqubits' `potential`), then "
     "`params=` by keyword; got {got} coordinate(s)."
 )
+
+FULL_ZERO_PI_OPERATOR = (
+    "`matrixelements`: a `FullZeroPi` model takes the operators {known} by name (the inner "
+    "ZeroPi's, as scqubits' FullZeroPi has them); got {name!r}."
+)
+
+FULL_ZERO_PI_D_HAMILTONIAN = (
+    "`d_hamiltonian`: a `FullZeroPi`'s derivative operators are scqubits' inner-ZeroPi ones, "
+    "for {known}; got {name!r}. For the disorders `dC`, `dEL` take `jax.grad` of `eigenvals`."
+)
