@@ -1,18 +1,15 @@
 """What users plot: wavefunctions on grids, potentials and operators as matrices at given params.
 
-A qubit's `Spec.wave` (a `Wave`, built in the qubit's file in `qubits/`) says how scqubits
-turns an eigenvector into amplitudes on a grid and what its potential is; `PlotMethods`, a base
-of `Model`, serves `operator`, `wavefunction` and `potential` from it and from the model's own
-`eigensys` and operator terms. The helpers below are scqubits 4.3.1's conventions in JAX:
-normalised harmonic-oscillator functions (`oscillator.harm_osc_wavefunction`), charge-to-phase
-Fourier factors and `spectrum_utils.standardize_phases`.
+A qubit's `Spec.wave` (a `_spec.Wave`, built in the qubit's file in `qubits/` from `_spec`'s
+helpers: scqubits 4.3.1's oscillator functions, Fourier factors and `standardize_phases` in
+JAX) says how scqubits turns an eigenvector into amplitudes on a grid and what its potential
+is; `PlotMethods`, a base of `Model`, serves `operator`, `wavefunction` and `potential` from it
+and from the model's own `eigensys` and operator terms.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
@@ -20,7 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _errors, _params
-from ._terms import Params, Terms, complex_of
+from ._spec import Wave, grid_points
+from ._terms import Params, Terms
 
 ParamsArg = Mapping[str, Any] | None
 
@@ -40,76 +38,6 @@ class Wavefunction(NamedTuple):
     basis_labels: Any
     amplitudes: jax.Array
     energy: jax.Array
-
-
-@dataclasses.dataclass(frozen=True)
-class Wave:
-    """How one qubit class's eigenvectors become wavefunctions, and its potential.
-
-    Attributes:
-        grids: each grid keyword scqubits' `wavefunction` takes (`"phi_grid"`, ...) and the
-            points of the object's default grid for it.
-        fixed_labels: grids the basis fixes (a ZeroPi's `phi` grid), put before `grids`'
-            points in `basis_labels` where `label_order` says.
-        label_order: `basis_labels`' order as indices into `fixed_labels + grids`.
-        amplitudes: `amplitudes(p, vector, which, points)`: the amplitudes of the eigenvector
-            `vector` (level `which`) on the grids `points`, in JAX.
-        coordinates: the names of the potential's coordinates, in scqubits' order.
-        potential: `potential(p, *coordinates)` in JAX, as scqubits' `potential`.
-    """
-
-    grids: tuple[tuple[str, np.ndarray], ...]
-    amplitudes: Callable[..., jax.Array]
-    coordinates: tuple[str, ...]
-    potential: Callable[..., jax.Array]
-    fixed_labels: tuple[np.ndarray, ...] = ()
-    label_order: tuple[int, ...] | None = None
-
-
-def grid_points(grid: Any) -> np.ndarray:
-    """A scqubits `Grid1d`'s points (`make_linspace()`)."""
-    return np.asarray(grid.make_linspace())
-
-
-def hermite_functions(count: int, x: jax.Array, length: Any) -> jax.Array:
-    """scqubits' `harm_osc_wavefunction(n, x, length)` for `n < count`, shape `(count, *x)`.
-
-    `h_n(x / l) / sqrt(l)`, `h_n` the normalised Hermite functions, by their three-term
-    recurrence: stable in `n` (scqubits uses `pbdv`); `exp(-u^2/2)` underflows past |u| ~ 37 in
-    float64 (~ 13 in float32), far outside scqubits' default grids.
-    """
-    u = x / length
-    h0 = math.pi**-0.25 * jnp.exp(-0.5 * u * u)
-    rows = [h0, math.sqrt(2.0) * u * h0][:count]
-    for n in range(1, count - 1):
-        rows.append(math.sqrt(2.0 / (n + 1)) * u * rows[n] - math.sqrt(n / (n + 1)) * rows[n - 1])
-    return jnp.stack(rows) / jnp.sqrt(length)
-
-
-def expi(x: jax.Array) -> jax.Array:
-    """`exp(i x)` of a real array, complex of its precision (no promotion in strict mode)."""
-    return jax.lax.complex(jnp.cos(x), jnp.sin(x))
-
-
-def as_complex(x: jax.Array) -> jax.Array:
-    """`x` cast to the complex dtype of its precision."""
-    return x.astype(complex_of(x.dtype))
-
-
-def charge_waves(ncut: int, phi: jax.Array, sign: float = 1.0) -> jax.Array:
-    """`exp(sign i n phi) / sqrt(2 pi)` for the charges `n = -ncut..ncut` and the points `phi`
-    (1-D), shape `(2 ncut + 1, len(phi))`."""
-    phi = jnp.asarray(phi)
-    n = jnp.arange(-ncut, ncut + 1, dtype=phi.dtype)
-    return expi(sign * jnp.outer(n, phi)) / math.sqrt(2 * math.pi)
-
-
-def standardize_phases(amplitudes: jax.Array) -> jax.Array:
-    """scqubits' `standardize_phases`: the global phase removed at the largest `|amplitude|` of
-    the first half of the leading axis (its phase set to 0)."""
-    half = amplitudes[: amplitudes.shape[0] // 2]
-    z = amplitudes.reshape(-1)[jnp.argmax(jnp.abs(half).reshape(-1))]
-    return amplitudes * (jnp.conj(z) / jnp.abs(z).astype(z.dtype))
 
 
 class PlotMethods:

@@ -31,9 +31,18 @@ from .._channel import (
     tphi,
 )
 from .._params import read_defaults
-from .._spec import Spec, dense, kron, ladder
+from .._spec import (
+    Spec,
+    Wave,
+    as_complex,
+    charge_waves,
+    dense,
+    grid_points,
+    hermite_functions,
+    kron,
+    ladder,
+)
 from .._terms import Params, Spectral, Terms, fixed, spectral
-from .._wave import Wave, as_complex, charge_waves, grid_points, hermite_functions
 
 FIXED_OPERATORS = ("n_theta_operator", "cos_theta_operator", "sin_theta_operator")
 """The `*_operator` methods that are parameter-free matrices (the others depend on lengths)."""

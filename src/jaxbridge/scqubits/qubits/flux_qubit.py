@@ -15,9 +15,16 @@ import numpy as np
 
 from .._channel import A_CC, A_FLUX, Channel, one, sig_tphi, table, tphi
 from .._params import read_defaults
-from .._spec import Spec, charge_basis
+from .._spec import (
+    Spec,
+    Wave,
+    as_complex,
+    charge_basis,
+    charge_waves,
+    grid_points,
+    standardize_phases,
+)
 from .._terms import Params, Terms, fixed
-from .._wave import Wave, as_complex, charge_waves, grid_points, standardize_phases
 
 
 def spec(obj: Any) -> Spec:

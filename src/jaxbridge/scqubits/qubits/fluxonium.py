@@ -31,9 +31,8 @@ from .._channel import (
     tphi,
 )
 from .._params import read_defaults
-from .._spec import Spec, ladder
+from .._spec import Spec, Wave, as_complex, expi, grid_points, hermite_functions, ladder
 from .._terms import Params, Terms, fixed, spectral
-from .._wave import Wave, as_complex, expi, grid_points, hermite_functions
 
 
 def _length(p: Params) -> Any:

@@ -29,9 +29,8 @@ from .._channel import (
     tphi,
 )
 from .._params import read_defaults
-from .._spec import Spec, charge_basis, dense
+from .._spec import Spec, Wave, as_complex, charge_basis, charge_waves, dense, grid_points
 from .._terms import Fixed, Params, Terms, fixed
-from .._wave import Wave, as_complex, charge_waves, grid_points
 
 
 def _wave(obj: Any, ej: Callable[[Params], Any]) -> Wave:

@@ -27,9 +27,17 @@ from .._channel import (
     tphi,
 )
 from .._params import read_defaults
-from .._spec import Spec, dense, kron
+from .._spec import (
+    Spec,
+    Wave,
+    as_complex,
+    charge_waves,
+    dense,
+    grid_points,
+    kron,
+    standardize_phases,
+)
 from .._terms import Params, Terms, fixed
-from .._wave import Wave, as_complex, charge_waves, grid_points, standardize_phases
 
 
 def spec(obj: Any) -> Spec:
