@@ -8,7 +8,7 @@ import pytest
 from scqubits_cases import KINDS, at, central_difference, dense, make
 
 import jaxbridge.scqubits as jbq
-from jaxbridge.scqubits import _errors
+from jaxbridge.scqubits import _errors, _hs_errors
 
 scq = pytest.importorskip("scqubits")
 
@@ -84,3 +84,22 @@ def test_unknown_operator_and_not_a_name_raise():
     with pytest.raises(ValueError) as info:
         m.operator(np.eye(m.dim))
     assert str(info.value) == _errors.OPERATOR_NAME.format(got="ndarray")
+
+
+def test_oscillator_and_generic_qubit_operators():
+    osc = scq.Oscillator(E_osc=5.0, l_osc=0.8, truncated_dim=4)
+    m = jbq.model(osc)
+    for name in ("annihilation_operator", "creation_operator", "n_operator", "phi_operator"):
+        np.testing.assert_allclose(m.operator(name), getattr(osc, name)(), atol=1e-14)
+    batch = m.operator("phi_operator", {"l_osc": jnp.array([0.8, 1.2])})
+    np.testing.assert_allclose(batch[1], scq.Oscillator(E_osc=5.0, l_osc=1.2, truncated_dim=4)
+                               .phi_operator(), atol=1e-14)  # fmt: skip
+    qubit = scq.GenericQubit(E=5.0)
+    np.testing.assert_allclose(jbq.model(qubit).operator("sy_operator"), qubit.sy_operator())
+    with pytest.raises(ValueError) as info:
+        m.operator("spam")
+    known = ["annihilation_operator", "creation_operator", "n_operator", "phi_operator"]
+    want = _hs_errors.HS_UNKNOWN_OPERATOR.format(
+        where="operator", id_str=osc.id_str, name="spam", known=known
+    )
+    assert str(info.value) == want
