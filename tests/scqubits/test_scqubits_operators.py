@@ -51,6 +51,8 @@ def test_batch_jit_and_gradient_of_a_parameter_dependent_operator():
     batch = m.operator("phi_operator", {"EC": ecs})
     jitted = jax.jit(lambda ec: m.operator("n_operator", {"EC": ec}))(1.5)
     assert batch.shape == (2, 20, 20)
+    mapped = jax.vmap(lambda ec: m.operator("phi_operator", {"EC": ec}))(ecs)
+    np.testing.assert_allclose(mapped, batch, rtol=0, atol=1e-14)
     np.testing.assert_allclose(batch[0], at(obj, {"EC": 1.5}).phi_operator(), atol=1e-12)
     np.testing.assert_allclose(jitted, at(obj, {"EC": 1.5}).n_operator(), atol=1e-12)
 

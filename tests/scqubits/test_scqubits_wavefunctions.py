@@ -115,6 +115,8 @@ def test_batches_jit_and_a_traced_grid():
     batch = m.wavefunction({"flux": fluxes}, which=1, phi_grid=phi)
     assert batch.amplitudes.shape == (2, 11) and batch.energy.shape == (2,)
     fn = jax.jit(lambda f, x: m.wavefunction({"flux": f}, which=1, phi_grid=x).amplitudes)
+    mapped = jax.vmap(lambda f: m.wavefunction({"flux": f}, which=1, phi_grid=phi).amplitudes)
+    np.testing.assert_allclose(np.abs(mapped(fluxes)), np.abs(batch.amplitudes), atol=1e-12)
     for i, f in enumerate([0.3, 0.5]):
         want = at(obj, {"flux": f}).wavefunction(which=1, phi_grid=scq.Grid1d(-3.0, 3.0, 11))
         _same_up_to_phase(batch.amplitudes[i], want.amplitudes, 1e-10)
