@@ -175,3 +175,61 @@ def test_circuit_refuses_wavefunction_and_potential():
         with pytest.raises(ValueError) as info:
             call()
         assert str(info.value) == _errors.NO_WAVE.format(method=method, kind="Circuit", why=why)
+
+
+CIRCUIT = """branches:
+- [JJ, 1, 2, EJ=10, 1.2]
+- [C, 1, 2, 0.5]
+- [JJ, 2, 3, 8, 1.0]
+- [L, 3, 0, 1.3]
+- [C, 3, 0, 0.7]
+- [C, 2, 0, 0.4]
+"""
+
+
+@pytest.mark.filterwarnings("ignore:.*deprecated - use:DeprecationWarning")  # scqubits' YAML
+def test_circuit_wf_plot_data_equals_scqubits():
+    """Two periodic variables and a discretized one: every choice of plotted variables."""
+    circuit = scq.Circuit(CIRCUIT, from_file=False, ext_basis="discretized")
+    circuit.cutoff_n_1, circuit.cutoff_n_2, circuit.cutoff_ext_3 = 2, 2, 10
+    m = jbq.model(circuit)
+    grids = {1: scq.Grid1d(-np.pi, np.pi, 9), 2: scq.Grid1d(-np.pi, np.pi, 7)}
+    points = {1: grids[1], 2: np.linspace(-np.pi, np.pi, 7)}  # a Grid1d or its points
+    esys = circuit.eigensys(3)
+    for indices in [(1,), (3,), (2, 1), (1, 2, 3)]:
+        got = m.generate_wf_plot_data(which=2, var_indices=indices, grids_dict=points)
+        want = circuit.generate_wf_plot_data(
+            which=2, var_indices=indices, grids_dict=grids, eigensys=esys
+        )
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-10 * np.abs(want).max())
+    got = m.generate_wf_plot_data(which=1, mode="abs", var_indices=(1, 2, 3), grids_dict=grids)
+    want = circuit.generate_wf_plot_data(
+        which=1, mode="abs", var_indices=(1, 2, 3), grids_dict=grids, eigensys=esys
+    )
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-10 * np.abs(want).max())
+    batch = m.generate_wf_plot_data({"EJ": jnp.array([9.0, 10.0])}, which=1, var_indices=(3,))
+    np.testing.assert_allclose(batch[1], m.generate_wf_plot_data(which=1, var_indices=(3,)))
+
+    for call, want in (
+        (lambda: m.generate_wf_plot_data(var_indices=(4,)),
+         _errors.WF_VARIABLE.format(got=[4], known=[1, 2, 3])),
+        (lambda: m.generate_wf_plot_data(var_indices=(1,)), _errors.WF_GRID.format(index=1)),
+        (lambda: m.generate_wf_plot_data(mode="real", var_indices=(3,)),
+         _errors.WF_MODE_SUMMED.format(mode="real")),
+        (lambda: m.generate_wf_plot_data(mode="spam"), _errors.WF_MODE.format(got="spam")),
+        (lambda: jbq.model(make("Transmon")[0]).generate_wf_plot_data(),
+         _errors.NO_WF_PLOT.format(kind="Transmon")),
+    ):  # fmt: skip
+        with pytest.raises(ValueError) as info:
+            call()
+        assert str(info.value) == want
+
+
+@pytest.mark.filterwarnings("ignore:.*deprecated - use:DeprecationWarning")  # scqubits' YAML
+def test_circuit_wf_plot_data_refuses_a_harmonic_variable():
+    yaml = "branches:\n- [JJ, 1, 2, 4, 0.5]\n- [L, 1, 2, 1.3]\n- [C, 1, 2, 2]\n"
+    circuit = scq.Circuit(yaml, from_file=False, ext_basis="harmonic")
+    circuit.cutoff_ext_1 = 10
+    with pytest.raises(ValueError) as info:
+        jbq.model(circuit).generate_wf_plot_data(var_indices=(1,))
+    assert str(info.value) == _errors.WF_HARMONIC.format(index=1)

@@ -21,7 +21,7 @@ from ..sympy._operators import (
 )
 from . import _circuit_noise, _errors
 from ._params import read_defaults
-from ._spec import Spec, ladder
+from ._spec import Spec, circuit_layout, ladder
 from ._terms import Fixed, Params, Spectral, Terms, fixed
 
 
@@ -210,6 +210,8 @@ def circuit(obj: Any, child: bool = False) -> Spec:
     spec.operator_fn = operator
     spec.dropped = parts.dropped
     spec.channels_fn = lambda: _circuit_noise.channels(obj, parts.H, names, operator)
+    if not child:
+        spec.layout = circuit_layout(obj)
     return spec
 
 

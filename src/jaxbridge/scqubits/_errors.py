@@ -125,3 +125,34 @@ FULL_ZERO_PI_D_HAMILTONIAN = (
     "`d_hamiltonian`: a `FullZeroPi`'s derivative operators are scqubits' inner-ZeroPi ones, "
     "for {known}; got {name!r}. For the disorders `dC`, `dEL` take `jax.grad` of `eigenvals`."
 )
+
+NO_WF_PLOT = (
+    "`generate_wf_plot_data`: a `{kind}` model has none; it is a flat `Circuit`'s (scqubits' "
+    "`Circuit.generate_wf_plot_data`). For a qubit use `wavefunction`."
+)
+
+WF_VARIABLE = (
+    "`generate_wf_plot_data(var_indices=...)`: {got} are not this Circuit's dynamic variables "
+    "{known}."
+)
+
+WF_MODE = (
+    '`generate_wf_plot_data(mode=...)` must be "abs-sqr", "abs", "real" or "imag"; got {got!r}.'
+)
+
+WF_MODE_SUMMED = (
+    '`generate_wf_plot_data(mode="{mode}")` needs every variable in `var_indices` (the others '
+    'are summed over, as scqubits refuses too); use mode="abs-sqr" or name every variable.'
+)
+
+WF_HARMONIC = (
+    "`generate_wf_plot_data`: variable {index} is in the harmonic basis, whose oscillator "
+    "length depends on the parameters; plotting it is not served yet. Build the Circuit with "
+    '`ext_basis="discretized"`, or leave the variable out of `var_indices` (it is summed).'
+)
+
+WF_GRID = (
+    "`generate_wf_plot_data`: the periodic variable {index} needs its phi grid: pass "
+    "`grids_dict={{{index}: scqubits.Grid1d(...)}}` (or 1-D points), or "
+    "`change_discrete_charge_to_phi=False` for its charges."
+)

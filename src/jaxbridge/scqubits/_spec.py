@@ -41,6 +41,8 @@ class Spec:
         channels_fn: for a `Circuit`, its noise channels (`_circuit_noise.channels`), read
             when a noise method is first called.
         wave: the class's wavefunction and potential (`Wave`); None where there are none.
+        layout: for a flat `Circuit`, how its basis factors by variable (`CircuitLayout`),
+            for `generate_wf_plot_data`.
     """
 
     defaults: dict[str, float]
@@ -52,6 +54,7 @@ class Spec:
     dropped: list[str] = dataclasses.field(default_factory=list)
     channels_fn: Callable[[], dict[str, Any]] | None = None
     wave: Wave | None = None
+    layout: CircuitLayout | None = None
 
 
 def dense(m: Any) -> np.ndarray:
@@ -152,3 +155,34 @@ def standardize_phases(amplitudes: jax.Array) -> jax.Array:
     half = amplitudes[: amplitudes.shape[0] // 2]
     z = amplitudes.reshape(-1)[jnp.argmax(jnp.abs(half).reshape(-1))]
     return amplitudes * (jnp.conj(z) / jnp.abs(z).astype(z.dtype))
+
+
+@dataclasses.dataclass(frozen=True)
+class CircuitLayout:
+    """A flat `Circuit`'s basis, one tensor factor per dynamic variable, in scqubits' order.
+
+    Attributes:
+        var_indices: the dynamic variables' indices (scqubits' `dynamic_var_indices`).
+        shape: each factor's dimension (`2 cutoff_n + 1`, or `cutoff_ext`).
+        bases: each variable's basis: `"periodic"` (charges), `"discretized"` (a phi grid) or
+            `"harmonic"` (oscillator states).
+        ncuts: each periodic variable's `cutoff_n` (0 for the others).
+    """
+
+    var_indices: tuple[int, ...]
+    shape: tuple[int, ...]
+    bases: tuple[str, ...]
+    ncuts: tuple[int, ...]
+
+
+def circuit_layout(obj: Any) -> CircuitLayout:
+    """A flat `scqubits.Circuit`'s `CircuitLayout`, read from its cutoffs and categories."""
+    indices = tuple(int(i) for i in obj.dynamic_var_indices)
+    periodic = set(obj.var_categories["periodic"])
+    bases = tuple("periodic" if i in periodic else str(obj.ext_basis) for i in indices)
+    ncuts = tuple(int(getattr(obj, f"cutoff_n_{i}")) if i in periodic else 0 for i in indices)
+    shape = tuple(
+        2 * n + 1 if b == "periodic" else int(getattr(obj, f"cutoff_ext_{i}"))
+        for i, b, n in zip(indices, bases, ncuts, strict=True)
+    )
+    return CircuitLayout(indices, shape, bases, ncuts)
