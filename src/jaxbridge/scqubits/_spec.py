@@ -175,8 +175,13 @@ class CircuitLayout:
     ncuts: tuple[int, ...]
 
 
-def circuit_layout(obj: Any) -> CircuitLayout:
-    """A flat `scqubits.Circuit`'s `CircuitLayout`, read from its cutoffs and categories."""
+def circuit_layout(obj: Any) -> CircuitLayout | None:
+    """A flat `scqubits.Circuit`'s `CircuitLayout`, read from its cutoffs and categories; None
+    where a dynamic variable has no cutoff of its own."""
+    names = [f"cutoff_n_{i}" for i in obj.var_categories["periodic"]]
+    names += [f"cutoff_ext_{i}" for i in obj.var_categories["extended"]]
+    if not all(hasattr(obj, name) for name in names):
+        return None
     indices = tuple(int(i) for i in obj.dynamic_var_indices)
     periodic = set(obj.var_categories["periodic"])
     bases = tuple("periodic" if i in periodic else str(obj.ext_basis) for i in indices)
