@@ -148,9 +148,13 @@ class PlotMethods:
             (151,)
         """
         wave = self._wave("wavefunction")
-        count = max(which + 1, 3) if evals_count is None else evals_count
-        count = min(count, self.dim) if evals_count is None else count
-        if not isinstance(which, int | np.integer) or not 0 <= which < min(count, self.dim):
+        is_int = isinstance(which, int | np.integer)
+        count: Any = evals_count
+        if evals_count is None and is_int:
+            count = min(max(which + 1, 3), self.dim)  # scqubits' default
+        # a bad `evals_count` itself is `eigensys`' error
+        bounds = _levels_bound(count, self.dim)
+        if not is_int or not 0 <= which < bounds:
             raise ValueError(
                 _errors.WHICH.format(got=which, count=count, dim=self.dim, kind=self._spec.kind)
             )
@@ -258,8 +262,11 @@ class PlotMethods:
         kind = self._spec.kind
         if layout is None:
             raise ValueError(_errors.NO_WF_PLOT.format(kind=kind))
-        count = which + 1 if evals_count is None else evals_count
-        if not isinstance(which, int | np.integer) or not 0 <= which < min(count, self.dim):
+        is_int = isinstance(which, int | np.integer)
+        count: Any = which + 1 if evals_count is None and is_int else evals_count
+        # a bad `evals_count` itself is `eigensys`' error
+        bounds = _levels_bound(count, self.dim)
+        if not is_int or not 0 <= which < bounds:
             raise ValueError(_errors.WHICH.format(got=which, count=count, dim=self.dim, kind=kind))
         unknown = [i for i in var_indices if i not in layout.var_indices]
         if unknown:
@@ -296,3 +303,8 @@ class PlotMethods:
             return {"abs": jnp.abs, "real": jnp.real, "imag": jnp.imag}[mode](wf)
 
         return _params.map_batch(one, v, core_ndims=2)
+
+
+def _levels_bound(count: Any, dim: int) -> int:
+    """The levels `which` may index: below `count` where it is an integer, else below `dim`."""
+    return min(int(count), dim) if isinstance(count, int | np.integer) else dim
