@@ -56,16 +56,16 @@ def _values(kind, seed=0):
 def test_wavefunctions_equal_scqubits_at_a_random_point(kind):
     obj, values = _values(kind)
     m, ref = jbq.model(obj), at(obj, values)
-    scale = 1e-10
+    scale, esys = 1e-10, ref.eigensys(3)  # one scqubits diagonalisation for the three levels
     for which in (0, 1, 2):
         got = m.wavefunction(values, which=which, **GRIDS[kind])
-        want = ref.wavefunction(which=which, **GRIDS[kind])
+        want = ref.wavefunction(esys, which=which, **GRIDS[kind])
         atol = scale * np.abs(want.amplitudes).max()
         if kind in STANDARDIZED:
             np.testing.assert_allclose(got.amplitudes, want.amplitudes, rtol=0, atol=atol)
         else:
             _same_up_to_phase(got.amplitudes, want.amplitudes, atol)
-        np.testing.assert_allclose(got.energy, ref.eigenvals(3)[which], rtol=1e-10)
+        np.testing.assert_allclose(got.energy, esys[0][which], rtol=1e-10)
         labels = got.basis_labels if isinstance(got.basis_labels, tuple) else (got.basis_labels,)
         if hasattr(want, "basis_labels"):  # a 1-D WaveFunction
             np.testing.assert_allclose(labels[0], want.basis_labels, rtol=0, atol=1e-14)
@@ -233,3 +233,33 @@ def test_circuit_wf_plot_data_refuses_a_harmonic_variable():
     with pytest.raises(ValueError) as info:
         jbq.model(circuit).generate_wf_plot_data(var_indices=(1,))
     assert str(info.value) == _errors.WF_HARMONIC.format(index=1)
+
+
+@pytest.mark.filterwarnings("ignore:.*deprecated - use:DeprecationWarning")  # scqubits' YAML
+def test_circuit_potential_energy_equals_scqubits():
+    yaml = "branches:\n- [JJ, 1, 2, EJ=10, 1.2]\n- [L, 1, 2, EL=1.3]\n- [C, 1, 2, 0.5]\n"
+    circuit = scq.Circuit(yaml, from_file=False, ext_basis="discretized")
+    m = jbq.model(circuit)
+    x = np.linspace(-3.0, 3.0, 7)
+    values = {"Φ1": 0.3, "EJ": 7.0, "EL": 1.1}
+    ref = at(circuit, values)
+    np.testing.assert_allclose(m.potential_energy(values, θ1=x), ref.potential_energy(θ1=x))
+    batch = m.potential_energy({"Φ1": jnp.array([0.0, 0.3])}, θ1=x)
+    np.testing.assert_allclose(batch[0], circuit.potential_energy(θ1=x), rtol=1e-12)
+    got = jax.grad(lambda f: m.potential_energy({"Φ1": f}, θ1=0.4))(0.3)
+    want = central_difference(lambda f: at(circuit, {"Φ1": f}).potential_energy(θ1=0.4), 0.3, 1e-3)
+    np.testing.assert_allclose(got, want, rtol=1e-8)
+
+    three = scq.Circuit(CIRCUIT, from_file=False, ext_basis="discretized")
+    three.cutoff_n_1, three.cutoff_n_2, three.cutoff_ext_3 = 2, 2, 10
+    a, b = np.linspace(0, 1, 3), np.linspace(0, 1, 4)
+    got = jbq.model(three).potential_energy(θ1=a, θ2=0.3, θ3=b)  # meshgrid "xy": (4, 3)
+    np.testing.assert_allclose(got, three.potential_energy(θ1=a, θ2=0.3, θ3=b), rtol=1e-12)
+
+    with pytest.raises(ValueError) as info:
+        m.potential_energy(θ2=1.0)
+    want = _errors.POTENTIAL_ENERGY_ARGS.format(missing=["θ1"], extra=["θ2"], known=["θ1"])
+    assert str(info.value) == want
+    with pytest.raises(ValueError) as info:
+        jbq.model(make("Fluxonium")[0]).potential_energy(θ1=0.0)
+    assert str(info.value) == _errors.NO_POTENTIAL_ENERGY.format(kind="Fluxonium")

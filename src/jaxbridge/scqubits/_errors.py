@@ -156,3 +156,14 @@ WF_GRID = (
     "`grids_dict={{{index}: scqubits.Grid1d(...)}}` (or 1-D points), or "
     "`change_discrete_charge_to_phi=False` for its charges."
 )
+
+NO_POTENTIAL_ENERGY = (
+    "`potential_energy`: a `{kind}` model has none; it is a flat `Circuit`'s whose potential "
+    "has no sawtooth (`saw`) junction (scqubits' `Circuit.potential_energy`). For a qubit use "
+    "`potential`."
+)
+
+POTENTIAL_ENERGY_ARGS = (
+    "`potential_energy`: give every variable {known} by keyword (missing {missing}); the "
+    "external fluxes and symbolic parameters go in `params=` (not variables: {extra})."
+)

@@ -43,6 +43,7 @@ class Spec:
         wave: the class's wavefunction and potential (`Wave`); None where there are none.
         layout: for a flat `Circuit`, how its basis factors by variable (`CircuitLayout`),
             for `generate_wf_plot_data`.
+        potential_energy: for a flat `Circuit`, its symbolic potential as a JAX function.
     """
 
     defaults: dict[str, float]
@@ -55,6 +56,7 @@ class Spec:
     channels_fn: Callable[[], dict[str, Any]] | None = None
     wave: Wave | None = None
     layout: CircuitLayout | None = None
+    potential_energy: PotentialEnergy | None = None
 
 
 def dense(m: Any) -> np.ndarray:
@@ -191,3 +193,18 @@ def circuit_layout(obj: Any) -> CircuitLayout | None:
         for i, b, n in zip(indices, bases, ncuts, strict=True)
     )
     return CircuitLayout(indices, shape, bases, ncuts)
+
+
+@dataclasses.dataclass(frozen=True)
+class PotentialEnergy:
+    """A `Circuit`'s potential, scqubits' `potential_energy`: `fn(*coordinates, *others)`.
+
+    Attributes:
+        coordinates: the variables' names (`"θ1"`, ...), extended ones first, as scqubits.
+        defaults: the external fluxes' and symbolic parameters' names and the object's values.
+        fn: the symbolic potential (fluxes times 2 pi) lambdified over `jax.numpy`.
+    """
+
+    coordinates: tuple[str, ...]
+    defaults: dict[str, float]
+    fn: Callable[..., Any]

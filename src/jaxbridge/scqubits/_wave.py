@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _errors, _params
-from ._spec import CircuitLayout, Wave, expi, grid_points
+from ._spec import CircuitLayout, PotentialEnergy, Wave, expi, grid_points
 from ._terms import Params, Terms, complex_of
 
 ParamsArg = Mapping[str, Any] | None
@@ -303,6 +303,46 @@ class PlotMethods:
             return {"abs": jnp.abs, "real": jnp.real, "imag": jnp.imag}[mode](wf)
 
         return _params.map_batch(one, v, core_ndims=2)
+
+    def potential_energy(self, params: ParamsArg = None, **coordinates: Any) -> jax.Array:
+        """A flat `Circuit`'s potential as scqubits' `potential_energy(θ1=..., ...)`.
+
+        Args:
+            params: as for `hamiltonian`: the external fluxes (in units of the flux quantum)
+                and symbolic parameters; the others keep the Circuit's values.
+            coordinates: a value for every variable `θ<i>`, scalars or 1-D arrays; two or more
+                arrays are crossed with `meshgrid` (its `"xy"` indexing, as scqubits).
+
+        Returns:
+            `(*batch, *grid)`, equal to scqubits' at those params.
+
+        Raises:
+            ValueError: not a flat Circuit (or its potential has a sawtooth), a variable left
+                out, or a keyword that is not a variable.
+        """
+        energy: PotentialEnergy | None = getattr(self._spec, "potential_energy", None)
+        if energy is None:
+            raise ValueError(_errors.NO_POTENTIAL_ENERGY.format(kind=self._spec.kind))
+        missing = [n for n in energy.coordinates if n not in coordinates]
+        extra = sorted(set(coordinates) - set(energy.coordinates))
+        if missing or extra:
+            raise ValueError(
+                _errors.POTENTIAL_ENERGY_ARGS.format(
+                    missing=missing, extra=extra, known=list(energy.coordinates)
+                )
+            )
+        dtype = _params.real_dtype()
+        xs = {n: jnp.asarray(x, dtype) for n, x in coordinates.items()}
+        swept = [n for n, x in xs.items() if x.ndim > 0]
+        if len(swept) > 1:
+            xs.update(zip(swept, jnp.meshgrid(*(xs[n] for n in swept)), strict=True))
+        values = self._values(params, "potential_energy")
+
+        def one(p: Params) -> jax.Array:
+            others = [p[n] if n in p else energy.defaults[n] for n in energy.defaults]
+            return jnp.asarray(energy.fn(*(xs[n] for n in energy.coordinates), *others))
+
+        return _params.map_batch(one, values)
 
 
 def _levels_bound(count: Any, dim: int) -> int:
