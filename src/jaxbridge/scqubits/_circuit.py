@@ -211,7 +211,7 @@ def circuit(obj: Any, child: bool = False) -> Spec:
     spec.dropped = parts.dropped
     spec.channels_fn = lambda: _circuit_noise.channels(obj, parts.H, names, operator)
     if not child:
-        spec.potential_energy = _potential_energy(obj)
+        spec.potential_energy = lambda: _potential_energy(obj)  # read when first called
         layout = circuit_layout(obj)
         # only a basis that factors as the cutoffs say is plotted (None: the method refuses)
         spec.layout = layout if layout and int(np.prod(layout.shape)) == terms.dim else None

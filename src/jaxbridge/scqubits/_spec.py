@@ -43,7 +43,8 @@ class Spec:
         wave: the class's wavefunction and potential (`Wave`); None where there are none.
         layout: for a flat `Circuit`, how its basis factors by variable (`CircuitLayout`),
             for `generate_wf_plot_data`.
-        potential_energy: for a flat `Circuit`, its symbolic potential as a JAX function.
+        potential_energy: for a flat `Circuit`, reads its symbolic potential as a JAX
+            function (`PotentialEnergy`, or None where it has a sawtooth) when first called.
     """
 
     defaults: dict[str, float]
@@ -56,7 +57,7 @@ class Spec:
     channels_fn: Callable[[], dict[str, Any]] | None = None
     wave: Wave | None = None
     layout: CircuitLayout | None = None
-    potential_energy: PotentialEnergy | None = None
+    potential_energy: Callable[[], PotentialEnergy | None] | None = None
 
 
 def dense(m: Any) -> np.ndarray:

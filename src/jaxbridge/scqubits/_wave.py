@@ -320,7 +320,10 @@ class PlotMethods:
             ValueError: not a flat Circuit (or its potential has a sawtooth), a variable left
                 out, or a keyword that is not a variable.
         """
-        energy: PotentialEnergy | None = getattr(self._spec, "potential_energy", None)
+        read = getattr(self._spec, "potential_energy", None)
+        if read is not None and "_potential_energy" not in self.__dict__:
+            self.__dict__["_potential_energy"] = read()  # the Circuit's, lambdified once
+        energy: PotentialEnergy | None = self.__dict__.get("_potential_energy")
         if energy is None:
             raise ValueError(_errors.NO_POTENTIAL_ENERGY.format(kind=self._spec.kind))
         missing = [n for n in energy.coordinates if n not in coordinates]
