@@ -40,7 +40,9 @@ class Model(NoiseMethods, PlotMethods):
     """JAX functions of a scqubits object's continuous parameters.
 
     Made by `jaxbridge.scqubits.model(obj)`; `obj` is read once (its operators, cutoffs and
-    grids), later changes to it are not seen. Every method takes `params`: a dict of some of
+    grids), later changes to it are not seen. Beside the spectrum and matrix elements it
+    serves `operator`, `wavefunction` and `potential` (`_wave.PlotMethods`) and the noise
+    channels (`NoiseMethods`). Every method takes `params`: a dict of some of
     the names in `params` (missing names keep the object's values), each a scalar or an array;
     arrays broadcast together and their shape leads every result. Every method works under
     `jax.jit`, `jax.vmap`, `jax.grad`, `jax.jacfwd` and `jax.hessian` on the dense path (float64

@@ -4,7 +4,8 @@ A qubit's `Spec.wave` (a `_spec.Wave`, built in the qubit's file in `qubits/` fr
 helpers: scqubits 4.3.1's oscillator functions, Fourier factors and `standardize_phases` in
 JAX) says how scqubits turns an eigenvector into amplitudes on a grid and what its potential
 is; `PlotMethods`, a base of `Model`, serves `operator`, `wavefunction` and `potential` from it
-and from the model's own `eigensys` and operator terms.
+and from the model's own `eigensys` and operator terms; a flat Circuit's `Spec.layout` and
+`Spec.potential_energy` serve scqubits' `generate_wf_plot_data` and `potential_energy`.
 """
 
 from __future__ import annotations
@@ -41,8 +42,9 @@ class Wavefunction(NamedTuple):
 
 
 class PlotMethods:
-    """`operator`, `wavefunction` and `potential`: a base of `Model` (its `_spec`, `_values`,
-    `_run`, `_operator_terms` and `eigensys`)."""
+    """`operator`, `wavefunction`, `potential` and, for a flat Circuit, `generate_wf_plot_data`
+    and `potential_energy`: a base of `Model` (its `_spec`, `_values`, `_run`,
+    `_operator_terms` and `eigensys`)."""
 
     _spec: Any
     dim: int
