@@ -280,7 +280,7 @@ def test_nested_vmap_equals_broadcast_batch_dimensions():
 def test_each_qubit_lives_in_one_file_and_model_dispatches_by_its_class():
     assert list(QUBITS) == KINDS
     singles = ["Oscillator", "KerrOscillator", "GenericQubit"]  # _single.SubsystemModel
-    assert list(MODELS) == [*KINDS, "Circuit", "HilbertSpace", *singles]
+    assert list(MODELS) == [*KINDS, "Circuit", "HilbertSpace", *singles, "FullZeroPi"]
     for kind, qubit in QUBITS.items():
         obj, _ = make(kind)
         # the Hamiltonian and the noise channels of one class are in one module

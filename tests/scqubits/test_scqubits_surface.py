@@ -9,6 +9,7 @@ import pathlib
 import re
 import warnings
 
+import numpy as np
 import pytest
 import scqubits as scq
 
@@ -204,3 +205,15 @@ def test_whole_classes_refused(objects, models):
                 assert cls not in models, f"model() takes {cls} now: update its row"
                 with pytest.raises((TypeError, ValueError)):
                     jbq.model(objects[cls])
+
+
+def test_operators_said_to_be_matrices_are(objects, models):
+    for methods, who, _, note in ROWS:
+        if "`operator(name, params)`" not in note:
+            continue
+        for cls in who:
+            for method in methods:
+                want = getattr(objects[cls], method)()
+                got = np.asarray(models[cls].operator(method))  # float32 here: x64 is off
+                want = np.asarray(want.toarray() if hasattr(want, "toarray") else want)
+                assert np.abs(got - want).max() < 1e-5 * max(1.0, np.abs(want).max()), (cls, method)

@@ -2,8 +2,8 @@
 
 `model(obj)` reads a scqubits `Transmon`, `TunableTransmon`, `Fluxonium`, `FluxQubit`,
 `ZeroPi`, `Cos2PhiQubit` or `Circuit` once and returns a `Model` whose `hamiltonian`,
-`eigenvals`, `eigensys`, `matrixelements` and `d_hamiltonian` work under `jit`, `vmap`, `grad`,
-`jacfwd` and `hessian`.
+`eigenvals`, `eigensys`, `matrixelements`, `d_hamiltonian`, `operator`, `wavefunction` and
+`potential` work under `jit`, `vmap`, `grad`, `jacfwd` and `hessian`.
 """
 
 try:
@@ -15,8 +15,10 @@ except ImportError as _error:  # pragma: no cover - exercised in a subprocess te
 
 from ._branch import LabelAmbiguityError as LabelAmbiguityError
 from ._dispatch import model as model
+from ._full_zero_pi import FullZeroPiModel as FullZeroPiModel
 from ._hierarchy import HierarchicalModel as HierarchicalModel
 from ._hilbertspace import HilbertSpaceModel as HilbertSpaceModel
 from ._model import DENSE_MAX_DIM as DENSE_MAX_DIM
 from ._model import Model as Model
 from ._single import SubsystemModel as SubsystemModel
+from ._wave import Wavefunction as Wavefunction

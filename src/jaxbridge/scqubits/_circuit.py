@@ -21,7 +21,7 @@ from ..sympy._operators import (
 )
 from . import _circuit_noise, _errors
 from ._params import read_defaults
-from ._spec import Spec, ladder
+from ._spec import PotentialEnergy, Spec, circuit_layout, ladder
 from ._terms import Fixed, Params, Spectral, Terms, fixed
 
 
@@ -210,8 +210,28 @@ def circuit(obj: Any, child: bool = False) -> Spec:
     spec.operator_fn = operator
     spec.dropped = parts.dropped
     spec.channels_fn = lambda: _circuit_noise.channels(obj, parts.H, names, operator)
+    if not child:
+        spec.potential_energy = lambda: _potential_energy(obj)  # read when first called
+        layout = circuit_layout(obj)
+        # only a basis that factors as the cutoffs say is plotted (None: the method refuses)
+        spec.layout = layout if layout and int(np.prod(layout.shape)) == terms.dim else None
     return spec
 
 
 def _harmonic_indices(parts: _CircuitParts) -> list[int]:
     return [int(str(s)[1:]) for s in parts.substitutions if str(s).startswith("θ")]
+
+
+def _potential_energy(obj: Any) -> PotentialEnergy | None:
+    """scqubits' `Circuit.potential_energy` as a JAX function (None where it uses `saw`)."""
+    expr = obj.potential_symbolic.subs("I", 1)
+    for flux in obj.external_fluxes:
+        expr = expr.subs(flux, flux * 2 * np.pi)  # scqubits' fluxes are in units of Φ0
+    if any(str(f.func) == "saw" for f in expr.atoms(sympy.Function)):
+        return None
+    categories = obj.var_categories
+    coordinates = tuple(f"θ{i}" for i in [*categories["extended"], *categories["periodic"]])
+    others = [str(s) for s in [*obj.external_fluxes, *obj.symbolic_params]]
+    fn = sympy.lambdify([*coordinates, *others], expr, modules=[jnp])
+    defaults = {name: float(getattr(obj, name)) for name in others}
+    return PotentialEnergy(coordinates, defaults, fn)

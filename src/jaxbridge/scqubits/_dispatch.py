@@ -13,6 +13,7 @@ from typing import Any
 
 from . import _errors
 from ._circuit import circuit
+from ._full_zero_pi import FullZeroPiModel
 from ._hierarchy import HierarchicalModel
 from ._hilbertspace import HilbertSpaceModel
 from ._model import Model
@@ -39,6 +40,7 @@ MODELS: Mapping[str, Callable[[Any], Any]] = {
     "Oscillator": SubsystemModel,
     "KerrOscillator": SubsystemModel,
     "GenericQubit": SubsystemModel,
+    "FullZeroPi": FullZeroPiModel,
 }
 """What builds the model of each supported scqubits class, by class name."""
 
@@ -51,7 +53,8 @@ def model(obj: Any) -> Any:
     Args:
         obj: a `scqubits.Transmon`, `TunableTransmon`, `Fluxonium`, `FluxQubit`, `ZeroPi`,
             `Cos2PhiQubit` or `Circuit` (any `ext_basis`; with `system_hierarchy` too), an
-            `Oscillator`, `KerrOscillator` or `GenericQubit`, or a `HilbertSpace` of those.
+            `Oscillator`, `KerrOscillator` or `GenericQubit`, or a `HilbertSpace` of those;
+            or a `FullZeroPi` on its own.
 
     Returns:
         A `Model`: `hamiltonian`, `eigenvals`, `eigensys`, `matrixelements` and
@@ -59,7 +62,7 @@ def model(obj: Any) -> Any:
         `HilbertSpace`, a `HilbertSpaceModel` (dressed spectrum, bare labels, bare spectra); for
         a hierarchical `Circuit`, a `HierarchicalModel` (`hamiltonian`, `eigenvals`,
         `eigensys`, `matrixelements`); for an oscillator or a GenericQubit alone, a
-        `SubsystemModel`.
+        `SubsystemModel`; for a `FullZeroPi`, a `FullZeroPiModel`.
 
     Raises:
         TypeError: `obj` is not one of the supported classes.

@@ -21,9 +21,9 @@ EVALS_COUNT = (
 )
 
 UNKNOWN_OPERATOR = (
-    "`matrixelements`: `{kind}` has no operator `{name}` that this model can compute as a "
-    "function of the parameters. Use one of {known}, pass a matrix of shape ({dim}, {dim}), "
-    "or (for a `Circuit`) a SymPy expression in its variables."
+    "`matrixelements`, `operator`: `{kind}` has no operator `{name}` that this model can "
+    "compute as a function of the parameters. Use one of {known}, pass a matrix of shape "
+    "({dim}, {dim}), or (for a `Circuit`) a SymPy expression in its variables."
 )
 
 OPERATOR_SHAPE = (
@@ -77,4 +77,93 @@ CIRCUIT_DROPPED = (
     "Circuit's symbolic Hamiltonian (`_hamiltonian_sym_for_numerics`), so the model cannot "
     "differentiate them. Its parameters are {known}. Set the value on the Circuit and call "
     "`model` again."
+)
+
+OPERATOR_NAME = (
+    '`operator`: give the name of one of the object\'s operator methods (`"n_operator"`, ...) '
+    "or, for a `Circuit`, a SymPy expression; got a `{got}`. A fixed matrix needs no model: "
+    "pass it to `matrixelements` for its elements between eigenstates."
+)
+
+NO_WAVE = "`{method}`: this `{kind}` model has no {method}: {why}."
+
+NO_WAVE_WHY = {
+    "Circuit": (
+        "scqubits' `Circuit` has no `wavefunction` or `potential` methods (its "
+        "`generate_wf_plot_data` and `potential_energy` mix bases per variable and are not "
+        "served yet); draw them with scqubits' own Circuit"
+    ),
+}
+"""Why a class has no wavefunction or potential, by class name (the default: scqubits has none)."""
+
+WHICH = (
+    "`wavefunction(which=...)` must be a level index from 0 to below evals_count={count} and "
+    "the dimension {dim} of this `{kind}` model; got {got!r}. Pass a larger `evals_count` (or "
+    "larger cutoffs on the scqubits object)."
+)
+
+GRID_KEYWORD = (
+    "`wavefunction`: unknown grid keyword {got} for a `{kind}`; it takes {known} (a scqubits "
+    "`Grid1d` or a 1-D array of points each)."
+)
+
+GRID_SHAPE = (
+    "`wavefunction({name}=...)` must be a `Grid1d` or a 1-D array of points; got shape {got}."
+)
+
+POTENTIAL_ARGS = (
+    "`potential`: a `{kind}`'s potential takes {names} (as scqubits' `potential`), then "
+    "`params=` by keyword; got {got} coordinate(s)."
+)
+
+FULL_ZERO_PI_OPERATOR = (
+    "`matrixelements`: a `FullZeroPi` model takes the operators {known} by name (the inner "
+    "ZeroPi's, as scqubits' FullZeroPi has them); got {name!r}."
+)
+
+FULL_ZERO_PI_D_HAMILTONIAN = (
+    "`d_hamiltonian`: a `FullZeroPi`'s derivative operators are scqubits' inner-ZeroPi ones, "
+    "for {known}; got {name!r}. For the disorders `dC`, `dEL` take `jax.grad` of `eigenvals`."
+)
+
+NO_WF_PLOT = (
+    "`generate_wf_plot_data`: a `{kind}` model has none; it is a flat `Circuit`'s (scqubits' "
+    "`Circuit.generate_wf_plot_data`). For a qubit use `wavefunction`."
+)
+
+WF_VARIABLE = (
+    "`generate_wf_plot_data(var_indices=...)`: {got} are not this Circuit's dynamic variables "
+    "{known}."
+)
+
+WF_MODE = (
+    '`generate_wf_plot_data(mode=...)` must be "abs-sqr", "abs", "real" or "imag"; got {got!r}.'
+)
+
+WF_MODE_SUMMED = (
+    '`generate_wf_plot_data(mode="{mode}")` needs every variable in `var_indices` (the others '
+    'are summed over, as scqubits refuses too); use mode="abs-sqr" or name every variable.'
+)
+
+WF_HARMONIC = (
+    "`generate_wf_plot_data`: variable {index} is in the harmonic basis, whose oscillator "
+    "length depends on the parameters; plotting it is not served yet. Build the Circuit with "
+    '`ext_basis="discretized"`, or leave the variable out of `var_indices` (it is summed).'
+)
+
+WF_GRID = (
+    "`generate_wf_plot_data`: the periodic variable {index} needs its phi grid: pass "
+    "`grids_dict={{{index}: scqubits.Grid1d(...)}}` (or 1-D points), or "
+    "`change_discrete_charge_to_phi=False` for its charges."
+)
+
+NO_POTENTIAL_ENERGY = (
+    "`potential_energy`: a `{kind}` model has none; it is a flat `Circuit`'s whose potential "
+    "has no sawtooth (`saw`) junction (scqubits' `Circuit.potential_energy`). For a qubit use "
+    "`potential`."
+)
+
+POTENTIAL_ENERGY_ARGS = (
+    "`potential_energy`: give every variable {known} by keyword (missing {missing}); the "
+    "external fluxes and symbolic parameters go in `params=` (not variables: {extra})."
 )

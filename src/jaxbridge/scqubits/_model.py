@@ -15,6 +15,7 @@ from ._eigen import HostLevels, SparseSolver, eigh_k, eigvalsh_k
 from ._noise import NoiseMethods
 from ._spec import Spec
 from ._terms import Terms, complex_of, fixed
+from ._wave import PlotMethods
 from .qubits import FIXED_OPERATOR_NAMES
 
 #: Above this dimension `method="auto"` uses the host sparse solver instead of dense `eigh`.
@@ -35,11 +36,13 @@ if TYPE_CHECKING:  # jaxtyping is a test-time dependency only
     Elements = Inexact[Array, "*batch k k"]
 
 
-class Model(NoiseMethods):
+class Model(NoiseMethods, PlotMethods):
     """JAX functions of a scqubits object's continuous parameters.
 
     Made by `jaxbridge.scqubits.model(obj)`; `obj` is read once (its operators, cutoffs and
-    grids), later changes to it are not seen. Every method takes `params`: a dict of some of
+    grids), later changes to it are not seen. Beside the spectrum and matrix elements it
+    serves `operator`, `wavefunction` and `potential` (`_wave.PlotMethods`) and the noise
+    channels (`NoiseMethods`). Every method takes `params`: a dict of some of
     the names in `params` (missing names keep the object's values), each a scalar or an array;
     arrays broadcast together and their shape leads every result. Every method works under
     `jax.jit`, `jax.vmap`, `jax.grad`, `jax.jacfwd` and `jax.hessian` on the dense path (float64
@@ -91,6 +94,8 @@ class Model(NoiseMethods):
         def one(p: dict[str, jax.Array]) -> Any:
             if what == "hamiltonian":
                 return terms.dense(p)
+            if what == "operator":
+                return op.dense(p)
             if what == "eigenvals":
                 if path == "dense":
                     levels = self.__dict__.setdefault("_host_levels", {})

@@ -66,6 +66,8 @@ class SubsystemModel:
             if what == "hamiltonian":
                 w, v = self._states(P, self.dim)
                 return (v * w[None, :]) @ v.conj().T
+            if what == "operator":
+                return self._part.named(name, "operator")[0](P)
             w, v = self._states(P, k)
             if what == "eigenvals":
                 return w
@@ -112,3 +114,15 @@ class SubsystemModel:
         self._part.named(operator, "matrixelements")  # its error, before anything is traced
         values = self._values(params, "matrixelements")
         return self._compiled(values, what="matrixelements", k=k, name=operator)
+
+    def operator(self, name: str, params: ParamsArg = None) -> jax.Array:
+        """One of the object's operators by name as scqubits' matrix at `params` (the Fock
+        basis for an oscillator; `n_operator` and `phi_operator` follow `l_osc`),
+        `(*batch, dim, dim)`.
+
+        Raises:
+            ValueError: an operator the object does not have.
+        """
+        self._part.named(name, "operator")  # its error, before anything is traced
+        values = self._values(params, "operator")
+        return self._compiled(values, what="operator", k=0, name=name)

@@ -1,8 +1,9 @@
 """The single qubits of scqubits: one file per class, its Hamiltonian and its noise channels.
 
 `transmon.py` (`Transmon`, `TunableTransmon`), `fluxonium.py`, `flux_qubit.py`, `zero_pi.py` and
-`cos2phi.py` each hold one class's `Spec` builder and noise channel builder, over `_spec.py`,
-`_channel.py`, `_terms.py` and `_params.py` below them; `_registry.py` names them by class.
+`cos2phi.py` each hold one class's `Spec` builder (its wavefunction and potential too) and
+noise channel builder, over `_spec.py`, `_channel.py`, `_terms.py` and `_params.py` below
+them; `_registry.py` names them by class.
 """
 
 from ._registry import CHANNELS as CHANNELS

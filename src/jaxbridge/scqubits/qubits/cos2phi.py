@@ -31,7 +31,17 @@ from .._channel import (
     tphi,
 )
 from .._params import read_defaults
-from .._spec import Spec, dense, kron, ladder
+from .._spec import (
+    Spec,
+    Wave,
+    as_complex,
+    charge_waves,
+    dense,
+    grid_points,
+    hermite_functions,
+    kron,
+    ladder,
+)
 from .._terms import Params, Spectral, Terms, fixed, spectral
 
 FIXED_OPERATORS = ("n_theta_operator", "cos_theta_operator", "sin_theta_operator")
@@ -136,18 +146,88 @@ def spec(obj: Any) -> Spec:
         "n_phi_operator": scaled(kron(b.pphi, izeta, itheta), 2, -1),
         "zeta_operator": scaled(kron(iphi, b.xzeta, itheta), 3, 1),
         "n_zeta_operator": scaled(kron(iphi, b.pzeta, itheta), 3, -1),
+        "phi_1_operator": _phi_k(b, 1.0),
+        "phi_2_operator": _phi_k(b, -1.0),
+        "n_1_operator": _n_k(b, 1.0),
+        "n_2_operator": _n_k(b, -1.0),
     }
     names = ("EJ", "ECJ", "EL", "EC", "dCJ", "dL", "dEJ", "flux", "ng")
     terms = Terms(ops, c)
     defaults = read_defaults(obj, names)
-    return Spec(defaults, terms, operators, fixed_operators=False, kind="Cos2PhiQubit")
+    wave = _wave(obj)
+    return Spec(defaults, terms, operators, fixed_operators=False, kind="Cos2PhiQubit", wave=wave)
+
+
+def _wave(obj: Any) -> Wave:
+    """scqubits' `Cos2PhiQubit.wavefunction`: `sum c_ijk psi_i(phi) psi_j(zeta) e^{-i n_k theta}
+    / sqrt(2 pi)` on `(phi, zeta, theta)` grids (no phase standardized, as scqubits'); the
+    potential `EL' (phi^2 + zeta^2) - 2 EJ cos(theta) cos(phi + pi flux)
+    + 2 dEJ EJ sin(phi + pi flux) sin(theta)`."""
+    dphi, dzeta, ncut = int(obj.phi_cut), int(obj.zeta_cut), int(obj.ncut)
+
+    def amplitudes(p: Params, vector: Any, which: int, points: tuple[Any, ...]) -> Any:
+        _, _, lphi, lzeta = _lengths(p)
+        hphi = as_complex(hermite_functions(dphi, points[0], lphi))
+        hzeta = as_complex(hermite_functions(dzeta, points[1], lzeta))
+        theta = charge_waves(ncut, points[2], sign=-1.0)
+        state = as_complex(vector).reshape(dphi, dzeta, 2 * ncut + 1)
+        return jnp.einsum("ijk,ix,jy,kz->xyz", state, hphi, hzeta, theta)
+
+    def potential(p: Params, phi: Any, zeta: Any, theta: Any) -> Any:
+        el, angle, ej = _lengths(p)[0], phi + jnp.pi * p["flux"], p["EJ"]
+        return (
+            el * phi * phi
+            + el * zeta * zeta
+            - 2 * ej * jnp.cos(theta) * jnp.cos(angle)
+            + 2 * p["dEJ"] * ej * jnp.sin(angle) * jnp.sin(theta)
+        )
+
+    grids = tuple(
+        (f"{name}_grid", grid_points(getattr(obj, f"_default_{name}_grid")))
+        for name in ("phi", "zeta", "theta")
+    )
+    return Wave(grids, amplitudes, ("phi", "zeta", "theta"), potential)
+
+
+def _big(b: _Basis) -> dict[str, Any]:
+    """The phase and charge operators of phi, zeta and theta on the whole space."""
+    iphi, izeta, itheta = b.iphi, b.izeta, b.itheta
+    return {
+        "xphi": kron(b.xphi, izeta, itheta),
+        "xzeta": kron(iphi, b.xzeta, itheta),
+        "pphi": kron(b.pphi, izeta, itheta),
+        "pzeta": kron(iphi, b.pzeta, itheta),
+        "ntheta": kron(iphi, izeta, b.ntheta),
+    }
+
+
+def _n_k(b: _Basis, sign: float) -> Terms:
+    """scqubits' `n_1_operator` (sign +1) and `n_2_operator` (-1):
+    `0.5 n_phi +- 0.5 (n_theta - n_zeta)`."""
+    big = _big(b)
+
+    def c(p: Params) -> list[Any]:
+        _, _, lphi, lzeta = _lengths(p)
+        return [0.5 / lphi, 0.5 * sign, -0.5 * sign / lzeta]
+
+    return Terms([fixed(big["pphi"]), fixed(big["ntheta"]), fixed(big["pzeta"])], c)
+
+
+def _phi_k(b: _Basis, sign: float) -> Terms:
+    """scqubits' `phi_1_operator` (sign +1) and `phi_2_operator` (-1): `+-zeta - phi`."""
+    big = _big(b)
+
+    def c(p: Params) -> list[Any]:
+        _, _, lphi, lzeta = _lengths(p)
+        return [-lphi, sign * lzeta]
+
+    return Terms([fixed(big["xphi"]), fixed(big["xzeta"])], c)
 
 
 def channels(obj: Any) -> dict[str, Channel]:
     """A `scqubits.Cos2PhiQubit`'s noise channels, by scqubits' method names."""
     b = _basis(obj)
     iphi, izeta, itheta = b.iphi, b.izeta, b.itheta
-    big_xphi, big_xzeta = kron(b.xphi, izeta, itheta), kron(iphi, b.xzeta, itheta)
     big_pphi, big_pzeta = kron(b.pphi, izeta, itheta), kron(iphi, b.pzeta, itheta)
     big_ntheta, identity = kron(iphi, izeta, b.ntheta), kron(iphi, izeta, itheta)
 
@@ -167,19 +247,8 @@ def channels(obj: Any) -> dict[str, Channel]:
 
     ops = [fixed(big_pphi), fixed(big_ntheta), fixed(identity), fixed(big_pzeta)]
 
-    def n_k(sign: float) -> Terms:  # 0.5 n_phi +- 0.5 (n_theta - n_zeta)
-        def c(p: Params) -> list[Any]:
-            _, _, lphi, lzeta = _lengths(p)
-            return [0.5 / lphi, 0.5 * sign, -0.5 * sign / lzeta]
-
-        return Terms([fixed(big_pphi), fixed(big_ntheta), fixed(big_pzeta)], c)
-
-    def phi_k(sign: float) -> Terms:  # +-zeta - phi
-        def c(p: Params) -> list[Any]:
-            _, _, lphi, lzeta = _lengths(p)
-            return [-lphi, sign * lzeta]
-
-        return Terms([fixed(big_xphi), fixed(big_xzeta)], c)
+    n_k = lambda sign: _n_k(b, sign)  # noqa: E731
+    phi_k = lambda sign: _phi_k(b, sign)  # noqa: E731
 
     def scaled(name: str, factor: float) -> Callable[[Params], Any]:
         other = "dCJ" if name == "ECJ" else "dL"

@@ -15,7 +15,15 @@ import numpy as np
 
 from .._channel import A_CC, A_FLUX, Channel, one, sig_tphi, table, tphi
 from .._params import read_defaults
-from .._spec import Spec, charge_basis
+from .._spec import (
+    Spec,
+    Wave,
+    as_complex,
+    charge_basis,
+    charge_waves,
+    grid_points,
+    standardize_phases,
+)
 from .._terms import Params, Terms, fixed
 
 
@@ -60,7 +68,30 @@ def spec(obj: Any) -> Spec:
         ]
 
     names = ("EJ1", "EJ2", "EJ3", "ECJ1", "ECJ2", "ECJ3", "ECg1", "ECg2", "ng1", "ng2", "flux")
-    return Spec(read_defaults(obj, names), Terms(ops, c), kind="FluxQubit")
+    return Spec(read_defaults(obj, names), Terms(ops, c), kind="FluxQubit", wave=_wave(obj))
+
+
+def _wave(obj: Any) -> Wave:
+    """scqubits' `FluxQubit.wavefunction`: both islands' charges Fourier-summed on one
+    `phi_grid`, `(phi1, phi2)` amplitudes with scqubits' standardized phase; the potential
+    `-EJ1 cos(phi1) - EJ2 cos(phi2) - EJ3 cos(2 pi flux + phi1 - phi2)`."""
+    ncut = int(obj.ncut)
+
+    def amplitudes(p: Params, vector: Any, which: int, points: tuple[Any, ...]) -> Any:
+        a = charge_waves(ncut, points[0])  # (n, phi)
+        state = as_complex(vector).reshape(2 * ncut + 1, 2 * ncut + 1)
+        return standardize_phases(a.T @ state @ a)
+
+    def potential(p: Params, phi1: Any, phi2: Any) -> Any:
+        return (
+            -p["EJ1"] * jnp.cos(phi1)
+            - p["EJ2"] * jnp.cos(phi2)
+            - p["EJ3"] * jnp.cos(2.0 * jnp.pi * p["flux"] + phi1 - phi2)
+        )
+
+    grids = (("phi_grid", grid_points(obj._default_grid)),)
+    # scqubits' gridspec names the one phi grid twice, for phi1 and phi2.
+    return Wave(grids, amplitudes, ("phi1", "phi2"), potential, label_order=(0, 0))
 
 
 def channels(obj: Any) -> dict[str, Channel]:

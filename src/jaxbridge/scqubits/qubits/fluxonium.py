@@ -31,7 +31,7 @@ from .._channel import (
     tphi,
 )
 from .._params import read_defaults
-from .._spec import Spec, ladder
+from .._spec import Spec, Wave, as_complex, expi, grid_points, hermite_functions, ladder
 from .._terms import Params, Terms, fixed, spectral
 
 
@@ -56,10 +56,27 @@ def spec(obj: Any) -> Spec:
         "n_operator": Terms([fixed(p_op)], lambda p: [1.0 / _length(p)]),
         "cos_phi_operator": Terms([cos_term], lambda p: [jnp.cos(_length(p) * xs)]),
         "sin_phi_operator": Terms([cos_term], lambda p: [jnp.sin(_length(p) * xs)]),
+        "exp_i_phi_operator": Terms([cos_term], lambda p: [expi(_length(p) * xs)]),
     }
     defaults = read_defaults(obj, ("EJ", "EC", "EL", "flux"))
     terms = Terms([lc, cos_term], c)
-    return Spec(defaults, terms, operators, fixed_operators=False, kind="Fluxonium")
+    return Spec(
+        defaults, terms, operators, fixed_operators=False, kind="Fluxonium", wave=_wave(obj)
+    )
+
+
+def _wave(obj: Any) -> Wave:
+    """scqubits' `Fluxonium.wavefunction`: `sum_n c_n psi_n(phi)`, `psi_n` the oscillator's
+    functions of length `phi_osc`; the potential `EL phi^2 / 2 - EJ cos(phi + 2 pi flux)`."""
+    dim = int(obj.cutoff)
+
+    def amplitudes(p: Params, vector: Any, which: int, points: tuple[Any, ...]) -> Any:
+        return as_complex(vector @ hermite_functions(dim, points[0], _length(p)))
+
+    def potential(p: Params, phi: Any) -> Any:
+        return 0.5 * p["EL"] * phi * phi - p["EJ"] * jnp.cos(phi + 2.0 * jnp.pi * p["flux"])
+
+    return Wave((("phi_grid", grid_points(obj._default_grid)),), amplitudes, ("phi",), potential)
 
 
 def channels(obj: Any) -> dict[str, Channel]:

@@ -8,6 +8,7 @@ noise operators are scqubits' `n_operator`, `cos_phi_operator` and, for the tuna
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import jax.numpy as jnp
@@ -28,8 +29,30 @@ from .._channel import (
     tphi,
 )
 from .._params import read_defaults
-from .._spec import Spec, charge_basis, dense
+from .._spec import Spec, Wave, as_complex, charge_basis, charge_waves, dense, grid_points
 from .._terms import Fixed, Params, Terms, fixed
+
+
+def _wave(obj: Any, ej: Callable[[Params], Any]) -> Wave:
+    """scqubits' `Transmon.wavefunction`: `i**which / sqrt(2 pi) sum_n c_n exp(i n phi)`;
+    the potential `-EJ cos(phi)` (a TunableTransmon's effective `EJ`)."""
+    ncut = int(obj.ncut)
+
+    def amplitudes(p: Params, vector: Any, which: int, points: tuple[Any, ...]) -> Any:
+        return (1j**which) * (as_complex(vector) @ charge_waves(ncut, points[0]))
+
+    return Wave(
+        (("phi_grid", grid_points(obj._default_grid)),),
+        amplitudes,
+        ("phi",),
+        lambda p, phi: -ej(p) * jnp.cos(phi),
+    )
+
+
+def _ej(p: Params) -> Any:
+    """A TunableTransmon's effective `EJ`, `EJmax sqrt(cos^2(pi flux) + d^2 sin^2(pi flux))`."""
+    angle = jnp.pi * p["flux"]
+    return p["EJmax"] * jnp.sqrt(jnp.cos(angle) ** 2 + p["d"] ** 2 * jnp.sin(angle) ** 2)
 
 
 def _operators(obj: Any) -> list[Fixed]:
@@ -46,19 +69,20 @@ def spec(obj: Any) -> Spec:
         return [4 * e_c, -8 * e_c * ng, 4 * e_c * ng**2, -p["EJ"]]
 
     defaults = read_defaults(obj, ("EJ", "EC", "ng"))
-    return Spec(defaults, Terms(_operators(obj), c), kind="Transmon")
+    wave = _wave(obj, lambda p: p["EJ"])
+    return Spec(defaults, Terms(_operators(obj), c), kind="Transmon", wave=wave)
 
 
 def tunable_spec(obj: Any) -> Spec:
     """A `scqubits.TunableTransmon`'s `Spec`: parameters `EJmax`, `EC`, `d`, `flux`, `ng`."""
 
     def c(p: Params) -> list[Any]:
-        e_c, ng, angle = p["EC"], p["ng"], jnp.pi * p["flux"]
-        ej = p["EJmax"] * jnp.sqrt(jnp.cos(angle) ** 2 + p["d"] ** 2 * jnp.sin(angle) ** 2)
-        return [4 * e_c, -8 * e_c * ng, 4 * e_c * ng**2, -ej]
+        e_c, ng = p["EC"], p["ng"]
+        return [4 * e_c, -8 * e_c * ng, 4 * e_c * ng**2, -_ej(p)]
 
     defaults = read_defaults(obj, ("EJmax", "EC", "d", "flux", "ng"))
-    return Spec(defaults, Terms(_operators(obj), c), kind="TunableTransmon")
+    terms = Terms(_operators(obj), c)
+    return Spec(defaults, terms, kind="TunableTransmon", wave=_wave(obj, _ej))
 
 
 def _channels(obj: Any, tunable: bool) -> dict[str, Channel]:

@@ -27,7 +27,16 @@ from .._channel import (
     tphi,
 )
 from .._params import read_defaults
-from .._spec import Spec, dense, kron
+from .._spec import (
+    Spec,
+    Wave,
+    as_complex,
+    charge_waves,
+    dense,
+    grid_points,
+    kron,
+    standardize_phases,
+)
 from .._terms import Params, Terms, fixed
 
 
@@ -72,7 +81,31 @@ def spec(obj: Any) -> Spec:
         ]
 
     names = ("EJ", "EL", "ECJ", "EC", "dEJ", "dCJ", "ng", "flux")
-    return Spec(read_defaults(obj, names), Terms(ops, c), kind="ZeroPi")
+    return Spec(read_defaults(obj, names), Terms(ops, c), kind="ZeroPi", wave=_wave(obj))
+
+
+def _wave(obj: Any) -> Wave:
+    """scqubits' `ZeroPi.wavefunction`: the theta charges Fourier-summed on `theta_grid`, the
+    object's `phi` grid kept, `(theta, phi)` amplitudes with scqubits' standardized phase; the
+    potential of `ZeroPi.potential(phi, theta)`."""
+    ncut, count = int(obj.ncut), int(obj.grid.pt_count)
+
+    def amplitudes(p: Params, vector: Any, which: int, points: tuple[Any, ...]) -> Any:
+        state = as_complex(vector).reshape(count, 2 * ncut + 1)
+        return standardize_phases((state @ charge_waves(ncut, points[0])).T)
+
+    def potential(p: Params, phi: Any, theta: Any) -> Any:
+        ej, shifted = p["EJ"], phi - jnp.pi * p["flux"]
+        return (
+            -2.0 * ej * jnp.cos(theta) * jnp.cos(shifted)
+            + p["EL"] * phi**2
+            + 2.0 * ej
+            + ej * p["dEJ"] * jnp.sin(theta) * jnp.sin(shifted)
+        )
+
+    grids = (("theta_grid", grid_points(obj._default_grid)),)
+    phi = (obj.grid.make_linspace(),)
+    return Wave(grids, amplitudes, ("phi", "theta"), potential, fixed_labels=phi)
 
 
 def channels(obj: Any) -> dict[str, Channel]:
