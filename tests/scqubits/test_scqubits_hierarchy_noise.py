@@ -75,15 +75,16 @@ def test_every_generated_channel_equals_scqubits():
         np.testing.assert_allclose(float(got), _scq(c, method), rtol=1e-8, err_msg=method)
     shifted = {"Φ1": 0.27, "ng1": 0.31, "EJ1": 11.0, "EJ2": 5.4}
     _set(c, shifted)
-    for method, options in [
+    cases = [
         ("t2_effective", {}),
         ("t1_effective", {"common_noise_options": {"i": 2, "j": 0, "T": 0.03}}),
         ("t1_capacitive2", {"i": 1, "j": 2, "Q_cap": 3e5, "total": False}),
         ("tphi_1_over_f_ng", {"A_noise": 2e-4, "i": 0, "j": 2, "get_rate": True}),
-    ]:
-        got = float(getattr(m, method)(params=shifted, **options))
+    ]
+    every = jax.jit(lambda p: [getattr(m, n)(params=p, **o) for n, o in cases])(shifted)
+    for (method, options), got in zip(cases, every):
         want = _scq(c, method, **options)
-        np.testing.assert_allclose(got, want, rtol=1e-8, err_msg=method)
+        np.testing.assert_allclose(float(got), want, rtol=1e-8, err_msg=method)
 
 
 def test_derivatives_equal_central_differences_of_scqubits():
@@ -122,15 +123,24 @@ def test_custom_channels_equal_scqubits():
     expr = q2 + 0.5 * n1  # both subsystems
     op = c._evaluate_symbolic_expr(expr)
     op = op.full() if hasattr(op, "full") else op
-    for total in (True, False):
-        got = float(m.t1(2, 0, expr, _spectral, T=0.02, total=total))
-        want = _scq(c, "t1", 2, 0, op, _spectral_np, T=0.02, total=total)
-        np.testing.assert_allclose(got, want, rtol=1e-8)
     flux = sympy.sin(2 * sympy.pi * sympy.Symbol("Φ1") + theta2)
+
+    def custom():  # one program for the three
+        return [
+            m.t1(2, 0, expr, _spectral, T=0.02, total=True),
+            m.t1(2, 0, expr, _spectral, T=0.02, total=False),
+            m.tphi_1_over_f(1e-6, 0, 1, flux, omega_low=1e-8),
+            m.transition_energy_derivative(2, 0, hamiltonian_derivative="Φ1"),
+        ]
+
+    t1_total, t1_one, tphi, got = jax.jit(custom)()
+    for total, value in ((True, t1_total), (False, t1_one)):
+        want = _scq(c, "t1", 2, 0, op, _spectral_np, T=0.02, total=total)
+        np.testing.assert_allclose(float(value), want, rtol=1e-8)
     ref = c._evaluate_symbolic_expr(sympy.sin(2 * sympy.pi * float(c.Φ1) + theta2))
     ref = ref.full() if hasattr(ref, "full") else ref
-    got = float(m.tphi_1_over_f(1e-6, 0, 1, flux, omega_low=1e-8))
-    np.testing.assert_allclose(got, _scq(c, "tphi_1_over_f", 1e-6, 0, 1, ref, omega_low=1e-8))
+    want = _scq(c, "tphi_1_over_f", 1e-6, 0, 1, ref, omega_low=1e-8)
+    np.testing.assert_allclose(float(tphi), want, rtol=1e-8)
     # central differences of scqubits' E_2 - E_0
     h, levels = 1e-6, []
     for f in (0.3 + h, 0.3 - h):
@@ -145,13 +155,13 @@ def test_custom_channels_equal_scqubits():
     d_flux = c._evaluate_symbolic_expr(sympy.expand(H.diff(phi)))
     d_flux = d_flux.full() if hasattr(d_flux, "full") else d_flux
     want = np.real(c.transition_energy_derivative(2, 0, c.eigensys(3), d_flux))
-    got = m.transition_energy_derivative(2, 0, hamiltonian_derivative="Φ1")
     assert got.shape == (1,)
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-8)
     assert abs(float(got[0]) / fd - 1) > 1e-3  # (so the levels' own derivative is other)
-    levels_fd = jax.grad(lambda f: jnp.diff(m.eigenvals({"Φ1": f}, 3)[::2])[0])(0.3)
+    levels_fd = jax.jit(jax.grad(lambda f: jnp.diff(m.eigenvals({"Φ1": f}, 3)[::2])[0]))(0.3)
     np.testing.assert_allclose(float(levels_fd), fd, rtol=1e-5)
-    grad = jax.grad(lambda f: m.t1(1, 0, "Q2_operator", _spectral, params={"Φ1": f}))(0.3)
+    rate = lambda f: m.t1(1, 0, "Q2_operator", _spectral, params={"Φ1": f})
+    grad = jax.jit(jax.grad(rate))(0.3)
     rates = []
     for f in (0.3 + 1e-5, 0.3 - 1e-5):
         c.Φ1 = f

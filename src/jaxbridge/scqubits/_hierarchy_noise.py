@@ -22,7 +22,7 @@ import jax.numpy as jnp
 from . import _params
 from ._composite import Composite, ProductTerm
 from ._eigen import dressed_structure, eigh_k
-from ._noise import LEVEL_BEYOND, NoiseMethods
+from ._noise import LEVEL_BEYOND, NoiseMethods, _trace_state
 from ._rates import Engine, levels
 from ._terms import Params, complex_of
 
@@ -83,13 +83,17 @@ class HierarchyOperator:
         return self.matrix(P, self.composite.bare(P))
 
 
+Bare = list[tuple[jax.Array, Any]]
+
+
 def elements(
-    composite: Composite, ops: Sequence[HierarchyOperator]
+    bare_of: Callable[[Params], Bare], ops: Sequence[HierarchyOperator]
 ) -> Callable[[Params, jax.Array], list[jax.Array]]:
-    """`(p, v) -> [v^H O(p) v for O in ops]`, the subsystems diagonalised once for all."""
+    """`(p, v) -> [v^H O(p) v for O in ops]`, the subsystems' spectra `bare_of(p)` once for
+    all."""
 
     def evaluate(p: Params, v: jax.Array) -> list[jax.Array]:
-        bare = composite.bare(p)
+        bare = bare_of(p)
         matrices = [op.matrix(p, bare) for op in ops]
         dtype = jnp.result_type(v.dtype, *(m.dtype for m in matrices))
         v = v.astype(dtype)
@@ -101,12 +105,14 @@ def elements(
 class _Engine(Engine):
     """`Engine` with a hierarchical Circuit's operators (`HierarchyOperator`s)."""
 
-    def __init__(self, channel: Callable, eigensys: Callable, composite: Composite) -> None:
+    def __init__(
+        self, channel: Callable, eigensys: Callable, bare_of: Callable[[Params], Bare]
+    ) -> None:
         super().__init__(channel, eigensys)
-        self.composite = composite
+        self.bare_of = bare_of
 
     def elements(self, ops: Sequence[Any]) -> Any:  # pyright: ignore[reportIncompatibleMethodOverride]
-        return elements(self.composite, ops)
+        return elements(self.bare_of, ops)
 
 
 class HierarchyNoise(NoiseMethods):
@@ -130,7 +136,7 @@ class HierarchyNoise(NoiseMethods):
     def _noise_table(self) -> dict[str, Any]:
         table = super()._noise_table()
         if not isinstance(self.__dict__["_noise_engine"], _Engine):
-            engine = _Engine(self._channel, self._noise_eigensys, self._composite)
+            engine = _Engine(self._channel, self._noise_eigensys, self._bare)
             self.__dict__["_noise_engine"] = engine
         return table
 
@@ -138,8 +144,20 @@ class HierarchyNoise(NoiseMethods):
         return None  # the programs' JAX path: eigensystem and `elements`
 
     def _noise_eigensys(self, p: Params, k: int) -> tuple[jax.Array, jax.Array]:
-        h = self._composite.hamiltonian(p)
+        bare = self._composite.bare(p)
+        # the operators' elements at this point (the same `p`, the same trace) reuse the
+        # subsystems' spectra: one diagonalisation of each subsystem a point, not two
+        self.__dict__["_noise_bare"] = (p, _trace_state(), bare)
+        h = self._composite.hamiltonian(p, bare)
         return eigh_k(h, k, dressed_structure(h.shape[-1]))
+
+    def _bare(self, p: Params) -> Bare:
+        """The subsystems' spectra at `p`: those `_noise_eigensys` computed at this `p` in
+        this trace, else computed here."""
+        found = self.__dict__.pop("_noise_bare", None)  # not kept: no tracer outlives it
+        if found is not None and found[0] is p and found[1] == _trace_state():
+            return found[2]
+        return self._composite.bare(p)
 
     def _noise_operator(self, op: Any, method: str = "t1") -> Any:
         if isinstance(op, HierarchyOperator):
@@ -167,7 +185,7 @@ class HierarchyNoise(NoiseMethods):
             )
         if isinstance(op, list):  # scqubits takes a list's first operator
             op = op[0]
-        evaluate = elements(self._composite, (self._noise_operator(op, method),))
+        evaluate = elements(self._bare, (self._noise_operator(op, method),))
         values = self._values(params, method)  # pyright: ignore[reportAttributeAccessIssue]
 
         def one(p: Params, es: Any) -> Any:
