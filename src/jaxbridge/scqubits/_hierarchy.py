@@ -226,7 +226,10 @@ class HierarchicalModel(HierarchyNoise):
     `eigensys` work under `jit`, `vmap`, `grad`, `jacfwd` and `hessian`; derivatives pass
     through every level's eigenvectors with the requested-levels rule. A subsystem purely
     harmonic in two or more variables is solved in its normal modes, as scqubits solves it
-    (`_normal_modes.py`).
+    (`_normal_modes.py`). After `circuit.configure(generate_noise_methods=True)` it has the
+    noise channels scqubits generates for the Circuit, and on any hierarchical Circuit the
+    custom `t1`, `tphi_1_over_f` and `transition_energy_derivative` (`_hierarchy_noise.py`;
+    operators by name or as SymPy expressions in the variables, fluxes in radians).
 
     Attributes:
         params: the parameters and the Circuit's values.

@@ -18,6 +18,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import sympy
 
 from . import _params
 from ._composite import Composite, ProductTerm
@@ -167,8 +168,6 @@ class HierarchyNoise(NoiseMethods):
     def _parameter_derivative(self, name: str) -> Any:
         cache = self.__dict__.setdefault("_parameter_derivatives", {})
         if name not in cache:
-            import sympy
-
             symbol = next(s for s in self._hd_hamiltonian.free_symbols if s.name == name)
             cache[name] = self._hd_operator(sympy.expand(self._hd_hamiltonian.diff(symbol)))
         return cache[name]
