@@ -117,6 +117,9 @@ def test_every_channel_of_other_hierarchies_equals_scqubits(make):
     every = jax.jit(lambda: [getattr(m, method)() for method in methods])()
     for method, got in zip(methods, every):
         np.testing.assert_allclose(float(got), _scq(c, method), rtol=1e-8, err_msg=method)
+    if make is _fluxonium:  # a given esys: this model's own eigensystem
+        got = m.t1_capacitive(esys=m.eigensys(evals_count=3))
+        np.testing.assert_allclose(float(got), _scq(c, "t1_capacitive"), rtol=1e-8)
 
 
 def test_derivatives_equal_central_differences_of_scqubits():
