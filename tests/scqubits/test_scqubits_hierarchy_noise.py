@@ -106,8 +106,36 @@ def _nested():
     return c
 
 
+LC = """branches:
+- [JJ, 0, 1, 1, 15]
+- [C, 1, 2, 2]
+- [L, 2, 0, 0.4]
+- [C, 2, 0, 0.2]
+- [C, 2, 3, 0.5]
+- [L, 3, 0, 0.5]
+"""
+
+
+def _normal_modes():
+    """A transmon and two LC modes, `[[1], [2, 3]]`: the second solved in its normal modes."""
+    c = scq.Circuit(LC, from_file=False, ext_basis="discretized")
+    c.configure(transformation_matrix=np.array([[1, 0, 0], [0, 1, 0], [0, 1, 1]]))
+    c.cutoff_n_1, c.cutoff_ext_2, c.cutoff_ext_3 = 6, 5, 5
+    c.configure(
+        system_hierarchy=[[1], [2, 3]], subsystem_trunc_dims=[5, 10], generate_noise_methods=True
+    )
+    c.ng1 = 0.2
+    return c
+
+
 @pytest.mark.parametrize(
-    "make", [_fluxonium, pytest.param(_nested, marks=pytest.mark.slow)], ids=["fluxonium", "dfc"]
+    "make",
+    [
+        _fluxonium,
+        pytest.param(_nested, marks=pytest.mark.slow),
+        pytest.param(_normal_modes, marks=pytest.mark.slow),
+    ],
+    ids=["fluxonium", "dfc", "normal_modes"],
 )
 def test_every_channel_of_other_hierarchies_equals_scqubits(make):
     c = make()
