@@ -35,7 +35,7 @@ from ._channel import (
     table,
     tphi,
 )
-from ._terms import Params, Terms
+from ._terms import Params
 
 NOT_GENERATED = (
     "This `Circuit` has no noise methods: scqubits generates them only on request. Call "
@@ -157,14 +157,15 @@ def _junction_cos(obj: Any, H: Any, branch: Any) -> Any:
     return found[0]
 
 
-def channels(obj: Any, H: Any, names: list[str], operator: Callable[[Any], Terms]) -> dict:
+def channels(obj: Any, H: Any, names: list[str], operator: Callable[[Any], Any]) -> dict:
     """The noise channels of a `Circuit` whose noise methods scqubits generated.
 
     Args:
         obj: the Circuit.
         H: its symbolic Hamiltonian (`_hamiltonian_sym_for_numerics`, `I` set to 1).
         names: the model's parameter names.
-        operator: a SymPy expression of the circuit's variables as `Terms` of the parameters.
+        operator: a SymPy expression of the circuit's variables as the model's operator
+            (`Terms` of the parameters; a `HierarchyOperator` for a hierarchical Circuit).
 
     Returns:
         Every channel scqubits generated, by its method name.

@@ -20,11 +20,12 @@ import jax
 import jax.numpy as jnp
 import sympy
 
+from . import _circuit_noise, _params
 from . import _hs_errors as _errors
-from . import _params
 from ._circuit import circuit
 from ._composite import Composite, Factor, ProductTerm
 from ._eigen import dressed_structure, eigh_k, eigvalsh_k
+from ._hierarchy_noise import HD_NOISE_OPERATOR, HierarchyNoise, HierarchyOperator
 from ._model import Model
 from ._normal_modes import NormalModesPart, param_symbols
 from ._subsystems import Operator, Part, QubitPart, fix_phases
@@ -98,6 +99,18 @@ class _HierarchyPart(Part):
         expr = expr.subs(sympy.Symbol("I"), 1)
         fluxes = set(circ.external_fluxes)
         expr = expr.subs({f: 2 * sympy.pi * f for f in fluxes if f in expr.free_symbols})
+        return self.product_terms(expr, names)
+
+    def product_terms(self, expr: Any, names: dict[str, float]) -> list[ProductTerm]:
+        """`expr` (operators of this circuit's variables, its fluxes in radians as in
+        `_hamiltonian_sym_for_numerics`) as `ProductTerm`s of this subsystem's children, as
+        scqubits' `_evaluate_symbolic_expr` splits it; each coefficient's symbols added to
+        `names` with the Circuit's values.
+
+        Raises:
+            ValueError: a factor acts on variables of two subsystems.
+        """
+        circ = self.circ
         params = set(param_symbols(circ))
         out = []
         for term, number in expr.expand().as_coefficients_dict().items():
@@ -196,7 +209,15 @@ def _part(sub: Any) -> Part:
     return _LeafPart(sub)
 
 
-class HierarchicalModel:
+class _NoiseSpec:
+    """What `NoiseMethods` reads of a model's spec: its kind and its channel table."""
+
+    def __init__(self, channels_fn: Any) -> None:
+        self.kind = "Circuit"
+        self.channels_fn = channels_fn
+
+
+class HierarchicalModel(HierarchyNoise):
     """JAX functions of a hierarchical `Circuit`'s parameters (a flat dict, as `Model`'s).
 
     Made by `jaxbridge.scqubits.model(circuit)` for a Circuit configured with
@@ -205,7 +226,10 @@ class HierarchicalModel:
     `eigensys` work under `jit`, `vmap`, `grad`, `jacfwd` and `hessian`; derivatives pass
     through every level's eigenvectors with the requested-levels rule. A subsystem purely
     harmonic in two or more variables is solved in its normal modes, as scqubits solves it
-    (`_normal_modes.py`).
+    (`_normal_modes.py`). After `circuit.configure(generate_noise_methods=True)` it has the
+    noise channels scqubits generates for the Circuit, and on any hierarchical Circuit the
+    custom `t1`, `tphi_1_over_f` and `transition_energy_derivative` (`_hierarchy_noise.py`;
+    operators by name or as SymPy expressions in the variables, fluxes in radians).
 
     Attributes:
         params: the parameters and the Circuit's values.
@@ -218,6 +242,15 @@ class HierarchicalModel:
         self.dim: int = self._part.composite.dim
         self._compiled = jax.jit(self._evaluate, static_argnames=("what", "k"))
         self._elements: dict[Any, Any] = {}
+        # noise (`HierarchyNoise`): the flat Circuit's channels, on this model's operators
+        self._obj = circ
+        self._composite = self._part.composite
+        H = circ._hamiltonian_sym_for_numerics
+        self._hd_hamiltonian = H.subs({s: 1 for s in H.free_symbols if s.name == "I"})
+        names = list(self.params)
+        self._spec = _NoiseSpec(
+            lambda: _circuit_noise.channels(circ, self._hd_hamiltonian, names, self._hd_operator)
+        )
 
     def __repr__(self) -> str:
         return f"jaxbridge.scqubits.HierarchicalModel(dim={self.dim}, params={self.params})"
@@ -360,4 +393,39 @@ class HierarchicalModel:
         roots = {id(self._part._root(_index(s))) for s in symbols}
         if len(roots) != 1:
             raise ValueError(HD_OPERATOR_SPANS.format(expr=expr, symbols=[str(s) for s in symbols]))
+        return expr
+
+    def _hd_operator(self, expr: Any) -> HierarchyOperator:
+        """A SymPy expression of the circuit's variables (fluxes in radians, as in the
+        Circuit's `_hamiltonian_sym_for_numerics`) as an operator of the product basis; a
+        parameter that is not one of `params` takes the Circuit's value."""
+        expr = sympy.sympify(expr)
+        expr = expr.subs({s: 1 for s in expr.free_symbols if s.name == "I"})
+        frozen = {
+            s: float(getattr(self._part.circ, s.name))
+            for s in expr.free_symbols & set(param_symbols(self._part.circ))
+            if s.name not in self.params
+        }
+        terms = self._part.product_terms(sympy.expand(expr.subs(frozen)), dict(self.params))
+        return HierarchyOperator(self._composite, terms, expr)
+
+    def _hd_expression(self, operator: Any, method: str) -> Any:
+        """A noise method's operator (a name or a SymPy expression) as a SymPy expression,
+        checked to be of the circuit's variables and parameters."""
+        variables = {str(s): s for s in _variable_symbols(self._part.circ)}
+        if isinstance(operator, str):
+            return self._expression(operator)
+        if not _is_sympy(operator):
+            raise TypeError(
+                HD_NOISE_OPERATOR.format(
+                    method=method, variables=sorted(variables), got=type(operator).__name__
+                )
+            )
+        expr = sympy.sympify(operator)
+        known = set(variables) | set(self.params) | {"I"}
+        known |= {str(s) for s in param_symbols(self._part.circ)}
+        if any(str(s) not in known for s in expr.free_symbols):
+            raise ValueError(
+                HD_OPERATOR_NAME.format(name=str(operator), variables=sorted(variables))
+            )
         return expr
