@@ -81,3 +81,25 @@ def test_bad_operators_raise():
     spans = sympy.Symbol("Q1") * sympy.Symbol("Q2")
     with pytest.raises(ValueError, match="acts on the variables \\['Q1', 'Q2'\\] of more than"):
         jbq.model(circ).matrixelements(spans)
+
+
+def test_a_truncation_that_splits_a_degenerate_pair_is_refused():
+    # scqubits' double fluxonium coupler at cutoff 10: subsystem [1]'s levels 4 and 5 are
+    # equal (its grid's symmetry), and it keeps 5. Which of the pair is kept is the solver's
+    # choice: scqubits' levels of the subsystem above differ from any other solver's by 0.4.
+    import re
+
+    from jaxbridge.scqubits import _hs_errors
+
+    circ = dfc(cutoff=10)
+    leaf = circ.subsystems[0].subsystems[0]
+    h = leaf.hamiltonian()
+    w = np.linalg.eigvalsh(h.toarray() if hasattr(h, "toarray") else np.asarray(h))
+    # (scqubits' own sparse solver lists the pair once: eigenvals gives 143.0, 174.8)
+    assert leaf.truncated_dim == 5 and abs(w[5] - w[4]) < 1e-9 * abs(w[5])
+    message = _hs_errors.HD_SPLIT_DEGENERATE.format(
+        id_str="subsystem[1]", k=5, last=4, below=0.0, above=0.0, fewer=4, more=6
+    )
+    pattern = re.escape(message).replace(re.escape("(0.0 and 0.0)"), r"\(\S+ and \S+\)")
+    with pytest.raises(ValueError, match=pattern):
+        jbq.model(circ)

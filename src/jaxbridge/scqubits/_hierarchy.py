@@ -186,6 +186,37 @@ class _HierarchyPart(Part):
         return w, fix_phases(v)
 
 
+def _check_truncations(part: _HierarchyPart) -> None:
+    """Refuses a subsystem whose truncation splits a degenerate pair at the Circuit's values.
+
+    Such a pair is often structural (a symmetry of the subsystem's grid or basis: it stays
+    for every value of the parameters), and the state kept of it is the eigensolver's
+    arbitrary choice, so the whole spectrum above would be too.
+
+    Raises:
+        ValueError: `HD_SPLIT_DEGENERATE`, naming the subsystem and both levels.
+    """
+    for child in part.children:
+        if isinstance(child, _HierarchyPart):
+            _check_truncations(child)
+        k = child.dim
+        native = child.composite.dim if isinstance(child, _HierarchyPart) else None
+        if native is None:
+            native = getattr(getattr(child, "model", None), "dim", None)
+        if native is None or native <= k:
+            continue
+        p = {n: jnp.asarray(v) for n, v in child.defaults.items()}
+        w = [float(x) for x in child.esys(p, k + 1)[0]]
+        below, above = w[k - 1], w[k]
+        if abs(above - below) <= 1e-9 * max(1.0, abs(above)):
+            raise ValueError(
+                _errors.HD_SPLIT_DEGENERATE.format(
+                    id_str=child.id_str, k=k, last=k - 1, below=below, above=above,
+                    fewer=k - 1, more=k + 1,
+                )
+            )  # fmt: skip
+
+
 def _is_sympy(x: Any) -> bool:
     return type(x).__module__.startswith("sympy")
 
@@ -238,6 +269,7 @@ class HierarchicalModel(HierarchyNoise):
 
     def __init__(self, circ: Any) -> None:
         self._part = _HierarchyPart(circ)
+        _check_truncations(self._part)
         self.params: dict[str, float] = dict(self._part.defaults)
         self.dim: int = self._part.composite.dim
         self._compiled = jax.jit(self._evaluate, static_argnames=("what", "k"))

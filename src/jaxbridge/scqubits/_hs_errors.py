@@ -246,3 +246,12 @@ HS_OP = (
 HS_TRUNCATE = (
     "`{method}(truncated_dim=...)` must be None or an integer between 1 and {most}; got {got!r}."
 )
+
+HD_SPLIT_DEGENERATE = (
+    "jaxbridge.scqubits.model(circuit): {id_str} of the hierarchy keeps "
+    "{k} levels (its truncated_dim), but its levels {last} and {k} are degenerate at the "
+    "Circuit's values ({below!r} and {above!r}): the truncation keeps one state of a "
+    "degenerate pair, which one is arbitrary (the eigensolver's choice), and the levels "
+    "of the subsystems above depend on it (scqubits' too). Set its truncated_dim to {fewer} or "
+    "{more} (configure(subsystem_trunc_dims=...)), or change its cutoff."
+)
