@@ -56,7 +56,7 @@ warnings.filterwarnings("ignore")
 REPEAT = 1 if QUICK else 5
 TWO_PI = 2 * np.pi
 TOL = {"rtol": 1e-8, "atol": 1e-8}
-QUTIP = {"rtol": 1e-8, "atol": 1e-8, "nsteps": 10**7, "method": "adams"}
+QUTIP = {"rtol": 1e-8, "atol": 1e-8, "nsteps": 10**7, "method": "vern7"}
 STEP = 1e-4
 X = np.array([[0, 1], [1, 0]], dtype=complex)
 
