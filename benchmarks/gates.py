@@ -93,7 +93,12 @@ def jax_fidelity(m, circuit_names, k, channels, options, duration, gradient):
         )[-1]
 
     if gradient == "forward":  # one tangent a parameter; the value comes along (aux)
-        jac = jax.jacfwd(lambda p: (fidelity(p), fidelity(p)), has_aux=True)
+
+        def twice(p):
+            value = fidelity(p)
+            return value, value
+
+        jac = jax.jacfwd(twice, has_aux=True)
         return jax.jit(lambda p: jac(p)[::-1])
     return jax.jit(jax.value_and_grad(fidelity))
 

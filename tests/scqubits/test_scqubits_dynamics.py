@@ -1,6 +1,6 @@
 """Gates from scqubits' objects against the path users take now: scqubits builds the
 Hamiltonian and collapse operators, qutip 5 evolves them (float64, tight tolerances on both
-sides). Each comparison is one compiled dynamiqs program, so the file stays short."""
+sides). Each comparison is one compiled solve (diffrax), so the file stays short."""
 
 import warnings
 
@@ -13,7 +13,7 @@ import jaxbridge.scqubits as jbq
 
 scq = pytest.importorskip("scqubits")
 qt = pytest.importorskip("qutip")
-pytest.importorskip("dynamiqs")
+pytest.importorskip("diffrax")
 
 from jaxbridge.scqubits import dynamics  # noqa: E402
 
@@ -310,3 +310,20 @@ def test_lab_frame_states_equal_qutip_sesolve():
         np.testing.assert_allclose(g, w.full(), atol=1e-6)
     rho = dynamics.solve(jnp.asarray(h0), [(jnp.asarray(n), pulse)], ket, tsave, jump_ops=[], **TOL)
     np.testing.assert_allclose(rho[-1], want[-1].full() @ want[-1].full().conj().T, atol=1e-6)
+
+
+def test_an_unknown_solver_option_is_refused():
+    h = jnp.diag(jnp.array([0.0, 5.0]))
+    with pytest.raises(ValueError) as info:
+        dynamics.solve(h, [], np.eye(2)[:, :1], jnp.array([0.0, 1.0]), gradient="adjoint")
+    assert str(info.value) == (
+        "`solve(gradient=...)` must be one of ('checkpointed', 'direct', 'forward'); got "
+        "'adjoint'. 'checkpointed' and 'direct' are reverse mode (`jax.grad`), 'forward' is "
+        "forward mode (`jax.jacfwd`)."
+    )
+    with pytest.raises(ValueError) as info:
+        dynamics.solve(h, [], np.eye(2)[:, :1], jnp.array([0.0, 1.0]), method="rk4")
+    assert str(info.value) == (
+        "`solve(method=...)` must be one of ('dopri8', 'tsit5', 'dopri5') (explicit "
+        "Runge-Kutta methods with adaptive steps); got 'rk4'."
+    )
