@@ -52,7 +52,7 @@ from _util import QUICK, fmt_time, require, table, verdict
 
 scq = require("scqubits", script="benchmarks/gates.py")
 qt = require("qutip", script="benchmarks/gates.py")
-require("dynamiqs", script="benchmarks/gates.py")
+require("diffrax", script="benchmarks/gates.py")
 
 import jaxbridge.scqubits as jbq
 from jaxbridge.scqubits import dynamics
