@@ -101,14 +101,18 @@ def test_gradient_in_a_circuit_parameter_equals_qutip_differences():
     f01 = float(np.diff(tmon.eigenvals(evals_count=2))[0])
     amp = 0.09
 
-    def fidelity(ej):
+    def fidelity(ej, gradient):
         p = {"EJ": ej}
         h = dynamics.static_hamiltonian(m, p, levels=3)
         n = dynamics.drive_operator(m, "n_operator", p, levels=3)
         pulse = dynamics.smooth(_gaussian, {"amp": amp, "freq": f01})
-        return dynamics.gate_fidelity(h, [(n, pulse)], X, [0, 1], jnp.array([0.0, 20.0]), **TOL)[-1]
+        tsave = jnp.array([0.0, 20.0])
+        drives = [(n, pulse)]
+        return dynamics.gate_fidelity(h, drives, X, [0, 1], tsave, gradient=gradient, **TOL)[-1]
 
-    got = jax.jit(jax.grad(fidelity))(15.0)
+    # Reverse mode through diffrax's checkpointed loop, and the discrete adjoint.
+    got = jax.jit(jax.grad(fidelity), static_argnums=1)(15.0, "checkpointed")
+    adjoint = jax.jit(jax.grad(fidelity), static_argnums=1)(15.0, "adjoint")
     step = 1e-4
 
     def qutip_at(ej):
@@ -121,6 +125,7 @@ def test_gradient_in_a_circuit_parameter_equals_qutip_differences():
     want = (qutip_at(15.0 + step) - qutip_at(15.0 - step)) / (2 * step)
     assert abs(want) > 1e-3
     np.testing.assert_allclose(got, want, atol=1e-4)
+    np.testing.assert_allclose(adjoint, want, atol=1e-4)
 
 
 def test_fluxonium_with_its_t1_channels_equals_qutip_mesolve():
@@ -315,15 +320,45 @@ def test_lab_frame_states_equal_qutip_sesolve():
 def test_an_unknown_solver_option_is_refused():
     h = jnp.diag(jnp.array([0.0, 5.0]))
     with pytest.raises(ValueError) as info:
-        dynamics.solve(h, [], np.eye(2)[:, :1], jnp.array([0.0, 1.0]), gradient="adjoint")
+        dynamics.solve(h, [], np.eye(2)[:, :1], jnp.array([0.0, 1.0]), gradient="backsolve")
     assert str(info.value) == (
-        "`solve(gradient=...)` must be one of ('checkpointed', 'direct', 'forward'); got "
-        "'adjoint'. 'checkpointed' and 'direct' are reverse mode (`jax.grad`), 'forward' is "
-        "forward mode (`jax.jacfwd`)."
+        "`solve(gradient=...)` must be one of ('checkpointed', 'adjoint', 'direct', 'forward'); "
+        "got 'backsolve'. 'checkpointed', 'adjoint' and 'direct' are reverse mode (`jax.grad`), "
+        "'forward' is forward mode (`jax.jacfwd`)."
     )
     with pytest.raises(ValueError) as info:
         dynamics.solve(h, [], np.eye(2)[:, :1], jnp.array([0.0, 1.0]), method="rk4")
     assert str(info.value) == (
         "`solve(method=...)` must be one of ('dopri8', 'tsit5', 'dopri5') (explicit "
         "Runge-Kutta methods with adaptive steps); got 'rk4'."
+    )
+
+
+def test_the_discrete_adjoint_equals_reverse_mode_through_the_solver():
+    """`gradient="adjoint"` against diffrax's checkpointed reverse mode: a damped, driven
+    qubit, a smooth pulse, cotangents at three save times (the adjoint runs per interval);
+    a `pwc` pulse is refused (its jumps are not retraced exactly)."""
+    h = jnp.diag(jnp.array([0.0, 1.0]))
+    sx = jnp.array([[0.0, 1.0], [1.0, 0.0]])
+    decay = jnp.array([[0.0, 0.2], [0.0, 0.0]])
+    tsave = jnp.array([0.0, 1.5, 3.0])
+
+    def loss(amp, rate, gradient):
+        drives = [(sx, dynamics.smooth(lambda t, a: a * jnp.sin(2.0 * t), amp))]
+        rho = dynamics.solve(h, drives, jnp.array([[1.0], [0.0]]), tsave,
+                             jump_ops=[rate * decay], gradient=gradient, **TOL)  # fmt: skip
+        return jnp.sum(jnp.real(rho[:, 1, 1]) * jnp.array([0.0, 1.0, 2.0]))
+
+    grad = jax.jit(jax.grad(loss, argnums=(0, 1)), static_argnums=2)
+    want = grad(0.4, 1.0, "checkpointed")
+    got = grad(0.4, 1.0, "adjoint")
+    assert abs(float(want[1])) > 1e-3 and abs(float(want[0])) > 1e-2
+    np.testing.assert_allclose(got, want, atol=1e-7)
+    step = dynamics.pwc(jnp.linspace(0.0, 3.0, 4), jnp.array([0.3, 0.1, -0.2]))
+    with pytest.raises(ValueError) as info:
+        dynamics.solve(h, [(sx, step)], jnp.array([[1.0], [0.0]]), tsave, gradient="adjoint")
+    assert str(info.value) == (
+        "`solve(gradient='adjoint')` takes smooth pulses only: a step of the solver that ends "
+        "on a `pwc` pulse's jump is not retraced exactly backward in time; got a `pwc` pulse. "
+        "Use `gradient='checkpointed'` for `pwc` pulses."
     )
