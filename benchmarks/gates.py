@@ -16,7 +16,8 @@ interleaved, medians; the gradients are compared too):
   levels kept, computational subspace [0, 1]; a Gaussian pulse of 4 parameters (amplitude,
   frequency, width, phase) and the circuit's EJ, EC, EL, flux: 8 parameters. qutip evolves
   the d^2 = 4 matrix units |j><k| of the subspace (the fewest that give the average fidelity).
-- each with jaxbridge's reverse mode (`gradient="checkpointed"`, `value_and_grad`) and its
+- each with jaxbridge's reverse mode through diffrax's loop (`gradient="checkpointed"`,
+  `value_and_grad`), its discrete adjoint (`gradient="adjoint"`, `value_and_grad`) and its
   forward mode (`gradient="forward"`, `jacfwd`, one tangent a parameter);
 - Transmon X gate, closed system: ncut 15, 3 levels kept, the same 4 pulse parameters and
   EJ, EC: 6 parameters; qutip evolves the 2 computational kets (`sesolve`).
@@ -232,7 +233,8 @@ def main():
             0.0,
         ),
     ]
-    rows = [row(*g, gradient) for g in gates for gradient in ("checkpointed", "forward")]
+    modes = ("checkpointed", "adjoint", "forward")
+    rows = [row(*g, gradient) for g in gates for gradient in modes]
     header = (
         "gate",
         "jaxbridge mode",
