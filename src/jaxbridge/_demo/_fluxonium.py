@@ -146,7 +146,8 @@ def _gate_line(m: Any, fitted: Any) -> str:
 
     3 levels kept at half flux, a 60 ns Gaussian pulse on `n_operator` (phase pi / 2: its
     matrix element is imaginary), the closed system; `jit(value_and_grad)` through the
-    solver with respect to E_J, E_C, E_L and the pulse's amplitude.
+    solver (its discrete adjoint, `gradient="adjoint"`) with respect to E_J, E_C, E_L and the
+    pulse's amplitude.
     """
     import importlib.util
 
@@ -174,7 +175,8 @@ def _gate_line(m: Any, fitted: Any) -> str:
             lambda t, a: envelope(t, a) * jnp.cos(2 * jnp.pi * f01 * t + jnp.pi / 2), p["amp"]
         )
         tsave = jnp.array([0.0, duration])
-        return dynamics.gate_fidelity(h, [(op, pulse)], x, [0, 1], tsave, rtol=1e-7, atol=1e-7)[-1]
+        solver = {"rtol": 1e-7, "atol": 1e-7, "gradient": "adjoint"}
+        return dynamics.gate_fidelity(h, [(op, pulse)], x, [0, 1], tsave, **solver)[-1]
 
     params = {name: jnp.asarray(v) for name, v in {**circuit, "amp": amp}.items()}
     start = time.perf_counter()
@@ -184,7 +186,7 @@ def _gate_line(m: Any, fitted: Any) -> str:
     return (
         f"  X gate on the fitted fluxonium (jaxbridge.scqubits.dynamics, 3 levels, 60 ns "
         f"Gaussian pi pulse, closed): F = {float(value):.5f}, dF/d(E_J, E_C, E_L, amp) = "
-        f"({partials}) by one jit(value_and_grad) through the solver, {took:.1f} s with compiling"
+        f"({partials}) by one jit(value_and_grad) (discrete adjoint), {took:.1f} s with compiling"
     )
 
 
