@@ -58,7 +58,7 @@ from jaxbridge.scqubits import dynamics
 
 scq.settings.T1_DEFAULT_WARNING = False
 QUICK = "--quick" in sys.argv
-SOLVER = {"rtol": 1e-7, "atol": 1e-7}
+SOLVER = {"rtol": 1e-7, "atol": 1e-7, "gradient": "adjoint"}  # the discrete adjoint: smooth pulses
 CZ_STEPS = 80
 
 
