@@ -110,9 +110,8 @@ def test_gradient_in_a_circuit_parameter_equals_qutip_differences():
         drives = [(n, pulse)]
         return dynamics.gate_fidelity(h, drives, X, [0, 1], tsave, gradient=gradient, **TOL)[-1]
 
-    # Reverse mode through diffrax's checkpointed loop, and the discrete adjoint.
+    # The default, reverse mode through diffrax's loop (the discrete adjoint: below).
     got = jax.jit(jax.grad(fidelity), static_argnums=1)(15.0, "checkpointed")
-    adjoint = jax.jit(jax.grad(fidelity), static_argnums=1)(15.0, "adjoint")
     step = 1e-4
 
     def qutip_at(ej):
@@ -125,7 +124,6 @@ def test_gradient_in_a_circuit_parameter_equals_qutip_differences():
     want = (qutip_at(15.0 + step) - qutip_at(15.0 - step)) / (2 * step)
     assert abs(want) > 1e-3
     np.testing.assert_allclose(got, want, atol=1e-4)
-    np.testing.assert_allclose(adjoint, want, atol=1e-4)
 
 
 def test_fluxonium_with_its_t1_channels_equals_qutip_mesolve():
@@ -334,8 +332,8 @@ def test_an_unknown_solver_option_is_refused():
     )
 
 
-def test_the_discrete_adjoint_equals_reverse_mode_through_the_solver():
-    """`gradient="adjoint"` against diffrax's checkpointed reverse mode: a damped, driven
+def test_the_discrete_adjoint_equals_central_differences():
+    """`gradient="adjoint"` against central differences of the solve: a damped, driven
     qubit, a smooth pulse, cotangents at three save times (the adjoint runs per interval);
     a `pwc` pulse is refused (its jumps are not retraced exactly)."""
     h = jnp.diag(jnp.array([0.0, 1.0]))
@@ -349,11 +347,14 @@ def test_the_discrete_adjoint_equals_reverse_mode_through_the_solver():
                              jump_ops=[rate * decay], gradient=gradient, **TOL)  # fmt: skip
         return jnp.sum(jnp.real(rho[:, 1, 1]) * jnp.array([0.0, 1.0, 2.0]))
 
-    grad = jax.jit(jax.grad(loss, argnums=(0, 1)), static_argnums=2)
-    want = grad(0.4, 1.0, "checkpointed")
-    got = grad(0.4, 1.0, "adjoint")
+    got = jax.jit(jax.grad(loss, argnums=(0, 1)), static_argnums=2)(0.4, 1.0, "adjoint")
+    # Central differences of the value (one compiled solve, cheaper than a second gradient).
+    value = jax.jit(lambda amp, rate: loss(amp, rate, "checkpointed"))
+    step = 1e-4
+    want = ((value(0.4 + step, 1.0) - value(0.4 - step, 1.0)) / (2 * step),
+            (value(0.4, 1.0 + step) - value(0.4, 1.0 - step)) / (2 * step))  # fmt: skip
     assert abs(float(want[1])) > 1e-3 and abs(float(want[0])) > 1e-2
-    np.testing.assert_allclose(got, want, atol=1e-7)
+    np.testing.assert_allclose(got, want, atol=1e-6)
     step = dynamics.pwc(jnp.linspace(0.0, 3.0, 4), jnp.array([0.3, 0.1, -0.2]))
     with pytest.raises(ValueError) as info:
         dynamics.solve(h, [(sx, step)], jnp.array([[1.0], [0.0]]), tsave, gradient="adjoint")
