@@ -7,7 +7,7 @@ kept levels (`esys` passed, so each eigensystem is computed once), and evolve wi
 (`sesolve` for the closed system, `mesolve` with the collapse operators `sqrt(rate) |j><i|`).
 The gradient of the average gate fidelity with respect to every pulse and circuit parameter
 then takes two such evaluations a parameter (central differences). jaxbridge gives it as one
-`jit(value_and_grad(...))` of the same model (dynamiqs, reverse mode through the solver).
+`jit(value_and_grad(...))` of the same model (diffrax, reverse mode through the solver).
 
 Rows (both sides float64, OPENBLAS_NUM_THREADS=1 set before NumPy loads, one process, calls
 interleaved, medians; the gradients are compared too):
@@ -16,14 +16,22 @@ interleaved, medians; the gradients are compared too):
   levels kept, computational subspace [0, 1]; a Gaussian pulse of 4 parameters (amplitude,
   frequency, width, phase) and the circuit's EJ, EC, EL, flux: 8 parameters. qutip evolves
   the d^2 = 4 matrix units |j><k| of the subspace (the fewest that give the average fidelity).
-- each with jaxbridge's reverse mode (`gradient="checkpointed"`, `value_and_grad`) and its
+- each with jaxbridge's reverse mode through diffrax's loop (`gradient="checkpointed"`,
+  `value_and_grad`), its discrete adjoint (`gradient="adjoint"`, `value_and_grad`) and its
   forward mode (`gradient="forward"`, `jacfwd`, one tangent a parameter);
 - Transmon X gate, closed system: ncut 15, 3 levels kept, the same 4 pulse parameters and
   EJ, EC: 6 parameters; qutip evolves the 2 computational kets (`sesolve`).
 
-Solver tolerances: dynamiqs Tsit5 rtol = atol = 1e-8; qutip `adams`, rtol = atol = 1e-8.
-Central differences: step 1e-5 in every parameter. Goal: >= 30x after compilation (compile
-time reported apart). `python benchmarks/gates.py --quick` runs each side once.
+Solvers: jaxbridge integrates `y' = (G0 + a(t) G1) y` by diffrax's Dormand-Prince 8(7)
+(`method="dopri8"`, the default), rtol = atol = 1e-8: for the master equation the Liouvillian
+as a 16x16 superoperator acting on the 4 matrix units as the columns of one matrix (lab
+frame); for the closed system the 2 kets as columns, in the levels' frame. qutip 5: `vern7`,
+rtol = atol = 1e-8 -- of qutip's methods at these tolerances the fastest here and the most
+accurate (`adams`, its default, was 1.4x slower on the fluxonium and 2.6e-6 off in the
+fidelity; `vern9`, `dop853`, `lsoda` and `bdf` were slower), so the reference is the best a
+user could pick. Central differences: step 1e-4 in every parameter. Goal: >= 30x after
+compilation (compile time reported apart). `python benchmarks/gates.py --quick` runs each
+side once.
 """
 
 import os
@@ -45,7 +53,7 @@ from _util import QUICK, fmt_time, require, table, verdict
 
 scq = require("scqubits", script="benchmarks/gates.py")
 qt = require("qutip", script="benchmarks/gates.py")
-require("dynamiqs", script="benchmarks/gates.py")
+require("diffrax", script="benchmarks/gates.py")
 
 import jaxbridge.scqubits as jbq
 from jaxbridge.scqubits import dynamics
@@ -55,8 +63,9 @@ scq.settings.T1_DEFAULT_WARNING = False
 warnings.filterwarnings("ignore")
 REPEAT = 1 if QUICK else 5
 TWO_PI = 2 * np.pi
-TOL = {"rtol": 1e-8, "atol": 1e-8}
-QUTIP = {"rtol": 1e-8, "atol": 1e-8, "nsteps": 10**7, "method": "adams"}
+METHOD = "dopri8"
+TOL = {"rtol": 1e-8, "atol": 1e-8, "method": METHOD}
+QUTIP = {"rtol": 1e-8, "atol": 1e-8, "nsteps": 10**7, "method": "vern7"}
 STEP = 1e-4
 X = np.array([[0, 1], [1, 0]], dtype=complex)
 
@@ -80,8 +89,18 @@ def jax_fidelity(m, circuit_names, k, channels, options, duration, gradient):
                 m, circuit, levels=k, channels=channels, options=options
             )
         tsave = jnp.array([0.0, duration])
-        return dynamics.gate_fidelity(h, [(n, drive)], X, [0, 1], tsave, jump_ops=jumps, **TOL)[-1]
+        return dynamics.gate_fidelity(
+            h, [(n, drive)], X, [0, 1], tsave, jump_ops=jumps, gradient=gradient, **TOL
+        )[-1]
 
+    if gradient == "forward":  # one tangent a parameter; the value comes along (aux)
+
+        def twice(p):
+            value = fidelity(p)
+            return value, value
+
+        jac = jax.jacfwd(twice, has_aux=True)
+        return jax.jit(lambda p: jac(p)[::-1])
     return jax.jit(jax.value_and_grad(fidelity))
 
 
@@ -182,8 +201,9 @@ def row(label, make, circuit, k, channels, options, duration, amp, phase, gradie
 def main():
     print(
         f"jax {jax.__version__}, x64, OPENBLAS_NUM_THREADS=1, repeat {REPEAT} (medians); "
-        f"dynamiqs Tsit5 rtol=atol={TOL['rtol']:g}; qutip {qt.__version__} adams "
-        f"rtol=atol={QUTIP['rtol']:g}; central-difference step {STEP:g}"
+        f"jaxbridge: diffrax {METHOD} rtol=atol={TOL['rtol']:g}; qutip {qt.__version__} "
+        f"{QUTIP['method']} rtol=atol={QUTIP['rtol']:g}; central-difference step {STEP:g}; "
+        f"load average {os.getloadavg()[0]:.1f} ({os.cpu_count()} CPUs)"
     )
     flux_options = {
         "t1_capacitive": {"Q_cap": 2e4, "T": 0.015},
@@ -213,7 +233,8 @@ def main():
             0.0,
         ),
     ]
-    rows = [row(*g, gradient) for g in gates for gradient in ("checkpointed", "forward")]
+    modes = ("checkpointed", "adjoint", "forward")
+    rows = [row(*g, gradient) for g in gates for gradient in modes]
     header = (
         "gate",
         "jaxbridge mode",

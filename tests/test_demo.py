@@ -1,5 +1,6 @@
 """`python -m jaxbridge demo --quick` runs every stage, writes its figures and its report."""
 
+import math
 import re
 import subprocess
 import sys
@@ -94,6 +95,7 @@ def test_demo_quick(tmp_path):
         "E_L (GHz): true 1.0000, initial 0.7000, fitted",
         "gradient through eigenvalues of 7 fluxonium Hamiltonians",
         "fitted model against scqubits' own eigenvals at flux 0.25",
+        "X gate on the fitted fluxonium (jaxbridge.scqubits.dynamics",
         "PPO on Hopper-v5 with one jitted update over jaxbridge.gymnasium",
         "| jaxbridge |",
         "learning curves: demo-output/ppo_hopper.png",
@@ -120,6 +122,10 @@ def test_demo_quick(tmp_path):
         assert abs(float(found[-1]) - true) < 0.01 * true, (name, found)
     diff = re.search(r"own eigenvals at flux 0.25: max \|diff\| ([0-9.e+-]+) GHz", summary)
     assert diff and float(diff.group(1)) < 1e-9, summary
+    # The gate line: a pi pulse on the fitted fluxonium is an X gate, and its gradient is finite.
+    gate = re.search(r"closed\): F = ([0-9.]+), dF/d\(E_J, E_C, E_L, amp\) = \(([^)]*)\)", summary)
+    assert gate and float(gate.group(1)) > 0.99, summary
+    assert all(math.isfinite(float(v)) for v in gate.group(2).split(",")), summary
     figures = ("vae_losses.png", "vae_poses.png", "transmon_spectrum.png", "transmon_fit.png")
     for figure in (*figures, "fluxonium_spectrum.png", "ppo_hopper.png"):
         data = (out / figure).read_bytes()

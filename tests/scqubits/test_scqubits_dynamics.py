@@ -1,6 +1,6 @@
 """Gates from scqubits' objects against the path users take now: scqubits builds the
 Hamiltonian and collapse operators, qutip 5 evolves them (float64, tight tolerances on both
-sides). Each comparison is one compiled dynamiqs program, so the file stays short."""
+sides). Each comparison is one compiled solve (diffrax), so the file stays short."""
 
 import warnings
 
@@ -13,7 +13,7 @@ import jaxbridge.scqubits as jbq
 
 scq = pytest.importorskip("scqubits")
 qt = pytest.importorskip("qutip")
-pytest.importorskip("dynamiqs")
+pytest.importorskip("diffrax")
 
 from jaxbridge.scqubits import dynamics  # noqa: E402
 
@@ -101,14 +101,17 @@ def test_gradient_in_a_circuit_parameter_equals_qutip_differences():
     f01 = float(np.diff(tmon.eigenvals(evals_count=2))[0])
     amp = 0.09
 
-    def fidelity(ej):
+    def fidelity(ej, gradient):
         p = {"EJ": ej}
         h = dynamics.static_hamiltonian(m, p, levels=3)
         n = dynamics.drive_operator(m, "n_operator", p, levels=3)
         pulse = dynamics.smooth(_gaussian, {"amp": amp, "freq": f01})
-        return dynamics.gate_fidelity(h, [(n, pulse)], X, [0, 1], jnp.array([0.0, 20.0]), **TOL)[-1]
+        tsave = jnp.array([0.0, 20.0])
+        drives = [(n, pulse)]
+        return dynamics.gate_fidelity(h, drives, X, [0, 1], tsave, gradient=gradient, **TOL)[-1]
 
-    got = jax.jit(jax.grad(fidelity))(15.0)
+    # The default, reverse mode through diffrax's loop (the discrete adjoint: below).
+    got = jax.jit(jax.grad(fidelity), static_argnums=1)(15.0, "checkpointed")
     step = 1e-4
 
     def qutip_at(ej):
@@ -310,3 +313,53 @@ def test_lab_frame_states_equal_qutip_sesolve():
         np.testing.assert_allclose(g, w.full(), atol=1e-6)
     rho = dynamics.solve(jnp.asarray(h0), [(jnp.asarray(n), pulse)], ket, tsave, jump_ops=[], **TOL)
     np.testing.assert_allclose(rho[-1], want[-1].full() @ want[-1].full().conj().T, atol=1e-6)
+
+
+def test_an_unknown_solver_option_is_refused():
+    h = jnp.diag(jnp.array([0.0, 5.0]))
+    with pytest.raises(ValueError) as info:
+        dynamics.solve(h, [], np.eye(2)[:, :1], jnp.array([0.0, 1.0]), gradient="backsolve")
+    assert str(info.value) == (
+        "`solve(gradient=...)` must be one of ('checkpointed', 'adjoint', 'direct', 'forward'); "
+        "got 'backsolve'. 'checkpointed', 'adjoint' and 'direct' are reverse mode (`jax.grad`), "
+        "'forward' is forward mode (`jax.jacfwd`)."
+    )
+    with pytest.raises(ValueError) as info:
+        dynamics.solve(h, [], np.eye(2)[:, :1], jnp.array([0.0, 1.0]), method="rk4")
+    assert str(info.value) == (
+        "`solve(method=...)` must be one of ('dopri8', 'tsit5', 'dopri5') (explicit "
+        "Runge-Kutta methods with adaptive steps); got 'rk4'."
+    )
+
+
+def test_the_discrete_adjoint_equals_central_differences():
+    """`gradient="adjoint"` against central differences of the solve: a damped, driven
+    qubit, a smooth pulse, cotangents at three save times (the adjoint runs per interval);
+    a `pwc` pulse is refused (its jumps are not retraced exactly)."""
+    h = jnp.diag(jnp.array([0.0, 1.0]))
+    sx = jnp.array([[0.0, 1.0], [1.0, 0.0]])
+    decay = jnp.array([[0.0, 0.2], [0.0, 0.0]])
+    tsave = jnp.array([0.0, 1.5, 3.0])
+
+    def loss(amp, rate, gradient):
+        drives = [(sx, dynamics.smooth(lambda t, a: a * jnp.sin(2.0 * t), amp))]
+        rho = dynamics.solve(h, drives, jnp.array([[1.0], [0.0]]), tsave,
+                             jump_ops=[rate * decay], gradient=gradient, **TOL)  # fmt: skip
+        return jnp.sum(jnp.real(rho[:, 1, 1]) * jnp.array([0.0, 1.0, 2.0]))
+
+    got = jax.jit(jax.grad(loss, argnums=(0, 1)), static_argnums=2)(0.4, 1.0, "adjoint")
+    # Central differences of the value (one compiled solve, cheaper than a second gradient).
+    value = jax.jit(lambda amp, rate: loss(amp, rate, "checkpointed"))
+    step = 1e-4
+    want = ((value(0.4 + step, 1.0) - value(0.4 - step, 1.0)) / (2 * step),
+            (value(0.4, 1.0 + step) - value(0.4, 1.0 - step)) / (2 * step))  # fmt: skip
+    assert abs(float(want[1])) > 1e-3 and abs(float(want[0])) > 1e-2
+    np.testing.assert_allclose(got, want, atol=1e-6)
+    step = dynamics.pwc(jnp.linspace(0.0, 3.0, 4), jnp.array([0.3, 0.1, -0.2]))
+    with pytest.raises(ValueError) as info:
+        dynamics.solve(h, [(sx, step)], jnp.array([[1.0], [0.0]]), tsave, gradient="adjoint")
+    assert str(info.value) == (
+        "`solve(gradient='adjoint')` takes smooth pulses only: a step of the solver that ends "
+        "on a `pwc` pulse's jump is not retraced exactly backward in time; got a `pwc` pulse. "
+        "Use `gradient='checkpointed'` for `pwc` pulses."
+    )

@@ -1,9 +1,10 @@
-"""Gates from scqubits' own objects: differentiable open-system dynamics (dynamiqs).
+"""Gates from scqubits' own objects: differentiable open-system dynamics (diffrax).
 
 From a `jaxbridge.scqubits` model and its params: the static Hamiltonian, drive operators and
 the model's own noise channels as jump operators, all in its (dressed) eigenbasis; evolution by
-dynamiqs; gate and transition fidelities. Everything is a JAX function of the pulses' arrays
-and the model's params (`jit`, `vmap`, `grad`). dynamiqs is imported when first needed:
+diffrax (dynamiqs' solver library; Lindblad's equation as a superoperator); gate and
+transition fidelities. Everything is a JAX function of the pulses' arrays and the model's
+params (`jit`, `vmap`, `grad`). diffrax is imported when first needed:
 `pip install jaxbridge[dynamics]`.
 """
 

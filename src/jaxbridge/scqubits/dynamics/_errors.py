@@ -1,7 +1,7 @@
 """The text of every error `jaxbridge.scqubits.dynamics` raises; tests pin these strings."""
 
-NEEDS_DYNAMIQS = (
-    "`jaxbridge.scqubits.dynamics` needs dynamiqs for time evolution: "
+NEEDS_DIFFRAX = (
+    "`jaxbridge.scqubits.dynamics` needs diffrax for time evolution (it comes with dynamiqs): "
     "`pip install jaxbridge[dynamics]`"
 )
 
@@ -77,3 +77,20 @@ DRIVE = (
 )
 
 FRAME = "`solve(frame=...)` must be 'lab' or 'interaction'; got {got!r}."
+
+GRADIENT = (
+    "`{method}(gradient=...)` must be one of {allowed}; got {got!r}. 'checkpointed', "
+    "'adjoint' and 'direct' are reverse mode (`jax.grad`), 'forward' is forward mode "
+    "(`jax.jacfwd`)."
+)
+
+METHOD = (
+    "`{method}(method=...)` must be one of {allowed} (explicit Runge-Kutta methods with "
+    "adaptive steps); got {got!r}."
+)
+
+ADJOINT_PWC = (
+    "`{method}(gradient='adjoint')` takes smooth pulses only: a step of the solver that ends "
+    "on a `pwc` pulse's jump is not retraced exactly backward in time; got a `pwc` pulse. "
+    "Use `gradient='checkpointed'` for `pwc` pulses."
+)
