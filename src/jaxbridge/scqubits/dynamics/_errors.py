@@ -1,7 +1,7 @@
 """The text of every error `jaxbridge.scqubits.dynamics` raises; tests pin these strings."""
 
 NEEDS_DIFFRAX = (
-    "`jaxbridge.scqubits.dynamics` needs diffrax for time evolution (it comes with dynamiqs): "
+    "`jaxbridge.scqubits.dynamics` needs diffrax for time evolution: "
     "`pip install jaxbridge[dynamics]`"
 )
 
