@@ -34,7 +34,7 @@ from ._pulses import PiecewiseConstant, Smooth
 
 #: The adaptive methods `solve` offers, by name: diffrax's classes.
 METHODS = ("dopri8", "tsit5", "dopri5")
-GRADIENTS = ("checkpointed", "adjoint", "direct", "forward")
+GRADIENTS = ("checkpointed", "adjoint", "direct", "forward", "sensitivity")
 
 
 def _diffrax() -> Any:
@@ -148,6 +148,9 @@ def integrate(
 
         _, later = jax.lax.scan(interval, y0, jnp.stack([tsave[:-1], tsave[1:]], axis=1))
         ys = jnp.concatenate([y0[None], later])
+    elif gradient == "sensitivity":
+        config = (method, float(rtol), float(atol), int(max_steps))
+        ys = _sensitivity_solve(config, args, y0, tsave, jump_ts)
     else:
         adjoint = {
             "checkpointed": dfx.RecursiveCheckpointAdjoint,
@@ -365,3 +368,137 @@ def solve(
         there = _phases(1, tsave, energies, states.ndim, cdtype)
         states = there[..., :, None] * states * there[..., None, :].conj()
     return states
+
+
+def _augmented_solve(config: tuple, args: Any, y0: Any, tsave: Any, jump_ts: Any, tangents: Any):
+    """`y` and its derivatives `S_p` along `p` tangents of the inputs by ONE augmented solve.
+
+    The equation is linear, `y' = G(t; args) y`, so `S_p' = G S_p + (dG/dargs . t_p) y`: the
+    `S_p` are extra columns of the state matrix (one matrix product a stage for all of them)
+    plus the tangent of the field in `args` at `y`. The step size is controlled on `y` alone.
+    `tangents`: `(targs, ty0, ttsave)`, each leaf with a leading axis of `p` directions.
+    Returns `(ys, dys)`: `(t, *y0.shape)` and `(p, t, *y0.shape)`.
+    """
+    dfx = _diffrax()
+    method, rtol, atol, max_steps = config
+    targs, ty0, ttsave = tangents
+    p = ty0.shape[0]
+    n = y0.shape[-1]
+    t0 = tsave[0]
+
+    def dfield(t: Any, y: Any) -> Any:  # (p, *y.shape): d field / d args along each tangent
+        def one(ta: Any) -> Any:
+            return jax.jvp(lambda a: _field(t, y, a), (args,), (ta,))[1]
+
+        return jax.vmap(one)(targs)
+
+    def stack(y: Any, s: Any) -> Any:  # (K, n) and (p, K, n) -> (K, (p + 1) n)
+        return jnp.concatenate([y, jnp.moveaxis(s, 0, 1).reshape(y.shape[0], p * n)], axis=1)
+
+    def split(z: Any) -> tuple[Any, Any]:
+        y = z[..., :n]
+        s = z[..., n:].reshape(*z.shape[:-1], p, n)
+        return y, jnp.moveaxis(s, -2, 0)
+
+    def field(t: Any, z: Any, _: Any) -> Any:
+        out = _field(t, z, args)  # G [y, S_1, ..., S_p]
+        y = z[:, :n]
+        extra = dfield(t, y)  # (p, K, n)
+        return out + jnp.concatenate(
+            [jnp.zeros_like(y), jnp.moveaxis(extra, 0, 1).reshape(y.shape[0], p * n)], axis=1
+        )
+
+    # A shift of the start time moves the whole trajectory: S(t0) = dy0 - f(t0, y0) dt0.
+    f0 = _field(t0, y0, args)
+    s0 = ty0 - ttsave[:, 0].astype(y0.dtype)[:, None, None] * f0[None]
+    controller = dfx.PIDController(
+        rtol=rtol, atol=atol, jump_ts=jump_ts, norm=lambda z: jnp.sqrt(jnp.mean(jnp.abs(z[..., :n]) ** 2))
+    )
+    with _complex_ok():
+        solution = dfx.diffeqsolve(
+            dfx.ODETerm(field),
+            _solver(method),
+            t0,
+            tsave[-1],
+            None,
+            stack(y0, s0),
+            saveat=dfx.SaveAt(ts=tsave),
+            stepsize_controller=controller,
+            adjoint=dfx.ForwardMode(),
+            max_steps=max_steps,
+        )
+    ys, dys = split(solution.ys)  # (t, K, n), (p, t, K, n)
+    # A shift of a later save time: + f(t_i, y_i) dt_i (the first's is in S(t0) already).
+    fs = jax.vmap(lambda t, y: _field(t, y, args))(tsave, ys)
+    later = ttsave.at[:, 0].set(0.0).astype(ys.dtype)
+    return ys, dys + later[:, :, None, None] * fs[None]
+
+
+@functools.lru_cache(maxsize=64)
+def _batched_tangents(config: tuple) -> Any:
+    """The tangent solve, `custom_vmap`ped: under `jacfwd` all directions are one solve."""
+
+    @jax.custom_batching.custom_vmap
+    def tangents(args: Any, y0: Any, tsave: Any, jump_ts: Any, targs: Any, ty0: Any, tts: Any):
+        one = jax.tree.map(lambda x: x[None], (targs, ty0, tts))
+        ys, dys = _augmented_solve(config, args, y0, tsave, jump_ts, one)
+        return ys, dys[0]
+
+    @tangents.def_vmap
+    def _rule(axis_size: int, in_batched: Any, *inputs: Any) -> Any:
+        primal_batched = any(jax.tree.leaves(in_batched[:4]))
+        if primal_batched:  # a batch of designs: each with its own tangents, lane by lane
+            full = [
+                jax.tree.map(
+                    lambda x, b: x if b else jnp.broadcast_to(x, (axis_size, *jnp.shape(x))),
+                    leaf,
+                    batched,
+                )
+                for leaf, batched in zip(inputs, in_batched, strict=True)
+            ]
+            out = jax.vmap(lambda *a: tangents(*a))(*full)
+            return out, (True, True)
+        args, y0, tsave, jump_ts, *tang = inputs
+        tang = [
+            jax.tree.map(
+                lambda x, b: x if b else jnp.broadcast_to(x, (axis_size, *jnp.shape(x))),
+                leaf,
+                batched,
+            )
+            for leaf, batched in zip(tang, in_batched[4:], strict=True)
+        ]
+        ys, dys = _augmented_solve(config, args, y0, tsave, jump_ts, tuple(tang))
+        return (ys, dys), (False, True)
+
+    return tangents
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
+def _sensitivity_solve(config: tuple, args: Any, y0: Any, tsave: Any, jump_ts: Any) -> Any:
+    """`y(tsave)` by the adaptive solver; its JVP the forward sensitivities of one augmented
+    solve, every tangent direction of `jacfwd` a block of columns of the same state."""
+    dfx = _diffrax()
+    method, rtol, atol, max_steps = config
+    with _complex_ok():
+        solution = dfx.diffeqsolve(
+            dfx.ODETerm(_field),
+            _solver(method),
+            tsave[0],
+            tsave[-1],
+            None,
+            y0,
+            args=args,
+            saveat=dfx.SaveAt(ts=tsave),
+            stepsize_controller=dfx.PIDController(rtol=rtol, atol=atol, jump_ts=jump_ts),
+            max_steps=max_steps,
+        )
+    return solution.ys
+
+
+@_sensitivity_solve.defjvp
+def _sensitivity_jvp(config: tuple, primals: Any, tangents: Any) -> Any:
+    args, y0, tsave, jump_ts = primals
+    targs, ty0, tts, _ = tangents
+    tts = jnp.asarray(tts, dtype=tsave.dtype)
+    ys, dys = _batched_tangents(config)(args, y0, tsave, jump_ts, targs, ty0, tts)
+    return ys, dys
