@@ -93,7 +93,7 @@ def jax_fidelity(m, circuit_names, k, channels, options, duration, gradient):
             h, [(n, drive)], X, [0, 1], tsave, jump_ops=jumps, gradient=gradient, **TOL
         )[-1]
 
-    if gradient in ("forward", "sensitivity"):  # one tangent a parameter; the value comes along (aux)
+    if gradient in ("forward", "sensitivity"):  # jacfwd; the value comes along (aux)
 
         def twice(p):
             value = fidelity(p)
