@@ -233,7 +233,7 @@ def main():
             0.0,
         ),
     ]
-    modes = ("checkpointed", "adjoint", "forward")
+    modes = ("checkpointed", "adjoint", "forward", "sensitivity")
     rows = [row(*g, gradient) for g in gates for gradient in modes]
     header = (
         "gate",
