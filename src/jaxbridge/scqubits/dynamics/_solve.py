@@ -314,8 +314,12 @@ def solve(
             `"adjoint"` (reverse mode, the discrete adjoint of the steps taken, each retraced
             from its end by one step backward in time: 1.5 to 2x faster here; for unitary or
             weakly damped evolutions, where integrating backward is well conditioned),
-            `"direct"` (reverse mode through every step) or `"forward"` (forward mode:
-            `jax.jvp`, `jax.jacfwd`).
+            `"direct"` (reverse mode through every step), `"forward"` (forward mode:
+            `jax.jvp`, `jax.jacfwd`) or `"sensitivity"` (forward mode only, `jax.jacfwd` /
+            `jax.jvp`: all tangent directions as extra columns of ONE augmented linear solve,
+            step size controlled on the state; the fastest here for a mesolve gradient of
+            ~8 params, 117 ms against the adjoint's 130 and forward's 186; `jax.grad` of it
+            is not supported).
         method: `"dopri8"` (Dormand-Prince 8(7), the fewest steps at tight tolerances),
             `"tsit5"` or `"dopri5"`.
         frame: the states returned in the lab frame (`"lab"`) or in the rotating frame of
@@ -428,7 +432,7 @@ def _augmented_solve(config: tuple, args: Any, y0: Any, tsave: Any, jump_ts: Any
             extra = jnp.moveaxis(jax.vmap(one)(targs), 0, 1).reshape(k, p * n)
             extra = jnp.concatenate([extra.real, extra.imag], axis=0)
             out = out + jnp.concatenate([jnp.zeros((2 * k, n), rdtype), extra], axis=1)
-        return out[:k] + 1j * out[k:]
+        return jax.lax.complex(out[:k], out[k:])
 
     def frame_field(t: Any, z: Any, inputs: Any) -> Any:  # complex, the frame moves G
         args, targs = inputs
