@@ -18,7 +18,9 @@ interleaved, medians; the gradients are compared too):
   the d^2 = 4 matrix units |j><k| of the subspace (the fewest that give the average fidelity).
 - each with jaxbridge's reverse mode through diffrax's loop (`gradient="checkpointed"`,
   `value_and_grad`), its discrete adjoint (`gradient="adjoint"`, `value_and_grad`) and its
-  forward mode (`gradient="forward"`, `jacfwd`, one tangent a parameter);
+  forward mode (`gradient="forward"`, `jacfwd`, one tangent a parameter) and its forward
+  sensitivities (`gradient="sensitivity"`, `jacfwd`: all tangents as columns of one
+  augmented solve);
 - Transmon X gate, closed system: ncut 15, 3 levels kept, the same 4 pulse parameters and
   EJ, EC: 6 parameters; qutip evolves the 2 computational kets (`sesolve`).
 
@@ -93,7 +95,7 @@ def jax_fidelity(m, circuit_names, k, channels, options, duration, gradient):
             h, [(n, drive)], X, [0, 1], tsave, jump_ops=jumps, gradient=gradient, **TOL
         )[-1]
 
-    if gradient == "forward":  # one tangent a parameter; the value comes along (aux)
+    if gradient in ("forward", "sensitivity"):  # jacfwd; the value comes along (aux)
 
         def twice(p):
             value = fidelity(p)
@@ -233,7 +235,7 @@ def main():
             0.0,
         ),
     ]
-    modes = ("checkpointed", "adjoint", "forward")
+    modes = ("checkpointed", "adjoint", "forward", "sensitivity")
     rows = [row(*g, gradient) for g in gates for gradient in modes]
     header = (
         "gate",

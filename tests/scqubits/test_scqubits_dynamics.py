@@ -320,9 +320,9 @@ def test_an_unknown_solver_option_is_refused():
     with pytest.raises(ValueError) as info:
         dynamics.solve(h, [], np.eye(2)[:, :1], jnp.array([0.0, 1.0]), gradient="backsolve")
     assert str(info.value) == (
-        "`solve(gradient=...)` must be one of ('checkpointed', 'adjoint', 'direct', 'forward'); "
-        "got 'backsolve'. 'checkpointed', 'adjoint' and 'direct' are reverse mode (`jax.grad`), "
-        "'forward' is forward mode (`jax.jacfwd`)."
+        "`solve(gradient=...)` must be one of ('checkpointed', 'adjoint', 'direct', 'forward', "
+        "'sensitivity'); got 'backsolve'. 'checkpointed', 'adjoint' and 'direct' are reverse "
+        "mode (`jax.grad`), 'forward' and 'sensitivity' are forward mode (`jax.jacfwd`)."
     )
     with pytest.raises(ValueError) as info:
         dynamics.solve(h, [], np.eye(2)[:, :1], jnp.array([0.0, 1.0]), method="rk4")
@@ -363,3 +363,39 @@ def test_the_discrete_adjoint_equals_central_differences():
         "on a `pwc` pulse's jump is not retraced exactly backward in time; got a `pwc` pulse. "
         "Use `gradient='checkpointed'` for `pwc` pulses."
     )
+
+
+def test_forward_sensitivities_equal_central_differences_and_forward_mode():
+    """`gradient="sensitivity"` (all of `jacfwd`'s tangents as columns of one augmented
+    solve) against central differences of the solve and diffrax's forward mode: Lindblad's
+    equation (lab frame, real arithmetic) with a smooth and a `pwc` drive, Schrodinger's (the
+    levels' frame) with the gate's duration among the inputs (a save time's tangent)."""
+    h = jnp.diag(jnp.array([0.0, 1.0]))
+    sx = jnp.array([[0.0, 1.0], [1.0, 0.0]])
+    sy = jnp.array([[0.0, -1j], [1j, 0.0]])
+    decay = jnp.array([[0.0, 0.2], [0.0, 0.0]])
+
+    def loss(x, gradient):
+        amp, rate, level, duration = x
+        tsave = jnp.array([0.0, 1.5, duration])
+        steps = dynamics.pwc(jnp.linspace(0.0, 3.0, 4), jnp.array([0.3, 0.1, -0.2]) * amp)
+        drives = [(sx, dynamics.smooth(lambda t, a: a * jnp.sin(2.0 * t), amp)), (sy, steps)]
+        hx = h * level
+        rho = dynamics.solve(hx, drives, jnp.array([[1.0], [0.0]]), tsave,
+                             jump_ops=[rate * decay], gradient=gradient, **TOL)  # fmt: skip
+        psi = dynamics.solve(hx, drives[:1], jnp.array([[1.0], [0.0]]), tsave,
+                             gradient=gradient, **TOL)  # fmt: skip
+        weights = jnp.array([0.0, 1.0, 2.0])
+        return jnp.sum((jnp.real(rho[:, 1, 1]) + jnp.abs(psi[:, 1, 0]) ** 2) * weights)
+
+    x = jnp.array([0.4, 1.0, 1.1, 3.2])
+    got = jax.jit(jax.jacfwd(lambda x: loss(x, "sensitivity")))(x)
+    forward = jax.jit(jax.jacfwd(lambda x: loss(x, "forward")))(x)
+    np.testing.assert_allclose(got, forward, atol=1e-9)
+    value = jax.jit(lambda x: loss(x, "checkpointed"))
+    step = 1e-4
+    want = np.array([(value(x.at[i].add(step)) - value(x.at[i].add(-step))) / (2 * step)
+                     for i in range(4)])  # fmt: skip
+    assert np.min(np.abs(want)) > 1e-2
+    np.testing.assert_allclose(got, want, atol=1e-6)
+    np.testing.assert_allclose(loss(x, "sensitivity"), value(x), atol=1e-10)

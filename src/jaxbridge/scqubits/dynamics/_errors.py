@@ -80,8 +80,8 @@ FRAME = "`solve(frame=...)` must be 'lab' or 'interaction'; got {got!r}."
 
 GRADIENT = (
     "`{method}(gradient=...)` must be one of {allowed}; got {got!r}. 'checkpointed', "
-    "'adjoint' and 'direct' are reverse mode (`jax.grad`), 'forward' is forward mode "
-    "(`jax.jacfwd`)."
+    "'adjoint' and 'direct' are reverse mode (`jax.grad`), 'forward' and 'sensitivity' are "
+    "forward mode (`jax.jacfwd`)."
 )
 
 METHOD = (

@@ -34,7 +34,7 @@ from ._pulses import PiecewiseConstant, Smooth
 
 #: The adaptive methods `solve` offers, by name: diffrax's classes.
 METHODS = ("dopri8", "tsit5", "dopri5")
-GRADIENTS = ("checkpointed", "adjoint", "direct", "forward")
+GRADIENTS = ("checkpointed", "adjoint", "direct", "forward", "sensitivity")
 
 
 def _diffrax() -> Any:
@@ -148,6 +148,9 @@ def integrate(
 
         _, later = jax.lax.scan(interval, y0, jnp.stack([tsave[:-1], tsave[1:]], axis=1))
         ys = jnp.concatenate([y0[None], later])
+    elif gradient == "sensitivity":
+        config = (method, float(rtol), float(atol), int(max_steps))
+        ys = _sensitivity_solve(config, args, y0, tsave, jump_ts)
     else:
         adjoint = {
             "checkpointed": dfx.RecursiveCheckpointAdjoint,
@@ -311,8 +314,12 @@ def solve(
             `"adjoint"` (reverse mode, the discrete adjoint of the steps taken, each retraced
             from its end by one step backward in time: 1.5 to 2x faster here; for unitary or
             weakly damped evolutions, where integrating backward is well conditioned),
-            `"direct"` (reverse mode through every step) or `"forward"` (forward mode:
-            `jax.jvp`, `jax.jacfwd`).
+            `"direct"` (reverse mode through every step), `"forward"` (forward mode:
+            `jax.jvp`, `jax.jacfwd`) or `"sensitivity"` (forward mode only, `jax.jacfwd` /
+            `jax.jvp`: all tangent directions as extra columns of ONE augmented linear solve,
+            step size controlled on the state; the fastest here for a mesolve gradient of
+            ~8 params, 117 ms against the adjoint's 130 and forward's 186; `jax.grad` of it
+            is not supported).
         method: `"dopri8"` (Dormand-Prince 8(7), the fewest steps at tight tolerances),
             `"tsit5"` or `"dopri5"`.
         frame: the states returned in the lab frame (`"lab"`) or in the rotating frame of
@@ -365,3 +372,179 @@ def solve(
         there = _phases(1, tsave, energies, states.ndim, cdtype)
         states = there[..., :, None] * states * there[..., None, :].conj()
     return states
+
+
+def _generator(t: Any, args: Any) -> jax.Array:
+    """`G(t) = G0 + sum_d a_d(t) M_d`, in the frame `exp(i omega t)` where `omega` is given:
+    `G_I[a, b] = exp(i (omega_a - omega_b) t) G[a, b]` (the same field as `_field`)."""
+    generator, varying, omega = args
+    cdtype = generator.dtype
+    for op, pulse in varying:
+        generator = generator + _amplitude(pulse, t, cdtype) * op
+    if omega is None:
+        return generator
+    phase = jnp.exp(1j * omega.astype(cdtype) * jnp.asarray(t).astype(cdtype))
+    return phase[:, None] * generator * phase.conj()[None, :]
+
+
+def _real(g: Any) -> jax.Array:
+    """A complex `(..., K, K)` matrix as the real `(..., 2K, 2K)` one on `[Re y; Im y]`."""
+    top = jnp.concatenate([g.real, -g.imag], axis=-1)
+    return jnp.concatenate([top, jnp.concatenate([g.imag, g.real], axis=-1)], axis=-2)
+
+
+def _augmented_solve(config: tuple, args: Any, y0: Any, tsave: Any, jump_ts: Any, tangents: Any):
+    """`y` and its derivatives `S_p` along `p` tangents of the inputs by ONE augmented solve.
+
+    The equation is linear, `y' = G(t; args) y`, so `S_p' = G S_p + (dG/dargs . t_p) y`: the
+    `S_p` are extra columns of the state matrix (one matrix product a stage for all of them)
+    plus the tangent of the generator at `y`. Integrated in real arithmetic, `[Re; Im]` of the
+    columns under the real `(2K, 2K)` form of `G` (XLA's complex products of these sizes are
+    4 to 6x slower than the real ones); the step size is controlled on `y` alone, by the same
+    RMS norm as the other modes. `tangents`: `(targs, ty0, ttsave)`, each leaf with a leading
+    axis of `p` directions (`p = 0`: the value alone). Returns `(ys, dys)`:
+    `(t, *y0.shape)` and `(p, t, *y0.shape)`.
+    """
+    dfx = _diffrax()
+    method, rtol, atol, max_steps = config
+    targs, ty0, ttsave = tangents
+    p = ty0.shape[0]
+    k, n = y0.shape
+    t0 = tsave[0]
+    rdtype = jnp.real(y0).dtype
+
+    def lab_field(t: Any, z: Any, inputs: Any) -> Any:
+        # Real arithmetic: the `(2K, 2K)` forms of the matrices (and of `i` times them, for
+        # complex amplitudes) made once, outside the loop; XLA's complex products of these
+        # sizes are 2 to 4x slower, and a real form assembled inside the loop slower still.
+        pulses, args, targs, (rc, rops) = inputs
+        zr = jnp.concatenate([z.real, z.imag], axis=0)  # (2K, m): [Re; Im]
+        values = [_amplitude(pulse, t, z.dtype) for pulse in pulses]
+        g = rc
+        for a, (rop, riop) in zip(values, rops, strict=True):
+            g = g + a.real * rop + a.imag * riop
+        out = jax.lax.optimization_barrier(g) @ zr  # G [y, S_1, ..., S_p]
+        if p > 0:  # dG_p y along each direction: the tangent of the generator's product
+
+            def one(ta: Any) -> Any:
+                return jax.jvp(lambda a: _generator(t, a) @ z[:, :n], (args,), (ta,))[1]
+
+            extra = jnp.moveaxis(jax.vmap(one)(targs), 0, 1).reshape(k, p * n)
+            extra = jnp.concatenate([extra.real, extra.imag], axis=0)
+            out = out + jnp.concatenate([jnp.zeros((2 * k, n), rdtype), extra], axis=1)
+        return jax.lax.complex(out[:k], out[k:])
+
+    def frame_field(t: Any, z: Any, inputs: Any) -> Any:  # complex, the frame moves G
+        args, targs = inputs
+        out = _generator(t, args) @ z
+        if p > 0:
+
+            def one(ta: Any) -> Any:
+                return jax.jvp(lambda a: _generator(t, a), (args,), (ta,))[1]
+
+            d = jax.vmap(one)(targs)  # (p, K, K)
+            extra = jnp.einsum("pab,bn->apn", d, z[:, :n]).reshape(k, p * n)
+            out = out + jnp.concatenate([jnp.zeros((k, n), y0.dtype), extra], axis=1)
+        return out
+
+    constant, varying, omega = args
+    pulses = [pulse for _, pulse in varying]
+    if omega is None:
+        field = lab_field
+        reals = (
+            _real(constant),
+            [(_real(op), _real(1j * op)) for op, _ in varying],
+        )
+        inputs: Any = (pulses, args, targs, reals)
+    else:
+        field, inputs = frame_field, (args, targs)
+
+    # A shift of the start time moves the whole trajectory: S(t0) = dy0 - f(t0, y0) dt0.
+    f0 = _field(t0, y0, args)
+    s0 = ty0 - ttsave[:, 0].astype(y0.dtype)[:, None, None] * f0[None]
+    z0 = jnp.concatenate([y0, jnp.moveaxis(s0, 0, 1).reshape(k, p * n)], axis=1)
+
+    def norm(z: Any) -> Any:  # the RMS norm of y alone: the S_p follow its steps
+        return jnp.sqrt(jnp.mean(jnp.abs(z[..., :n]) ** 2))
+
+    controller = dfx.PIDController(rtol=rtol, atol=atol, jump_ts=jump_ts, norm=norm)
+    with _complex_ok():
+        solution = dfx.diffeqsolve(
+            dfx.ODETerm(field),
+            _solver(method),
+            t0,
+            tsave[-1],
+            None,
+            z0,
+            args=inputs,
+            saveat=dfx.SaveAt(ts=tsave),
+            stepsize_controller=controller,
+            adjoint=dfx.ForwardMode(),
+            max_steps=max_steps,
+        )
+    z = solution.ys  # (t, K, (p + 1) n)
+    ys = z[..., :n]
+    dys = jnp.moveaxis(z[..., n:].reshape(*z.shape[:-1], p, n), -2, 0)  # (p, t, K, n)
+    if p == 0:
+        return ys, dys
+    # A shift of a later save time: + f(t_i, y_i) dt_i (the first's is in S(t0) already).
+    fs = jax.vmap(lambda t, y: _field(t, y, args))(tsave, ys)
+    later = ttsave.at[:, 0].set(0.0).astype(ys.dtype)
+    return ys, dys + later[:, :, None, None] * fs[None]
+
+
+@functools.lru_cache(maxsize=64)
+def _batched_tangents(config: tuple) -> Any:
+    """The tangent solve, `custom_vmap`ped: under `jacfwd` all directions are one solve."""
+
+    @jax.custom_batching.custom_vmap
+    def tangents(args: Any, y0: Any, tsave: Any, jump_ts: Any, targs: Any, ty0: Any, tts: Any):
+        one = jax.tree.map(lambda x: x[None], (targs, ty0, tts))
+        ys, dys = _augmented_solve(config, args, y0, tsave, jump_ts, one)
+        return ys, dys[0]
+
+    @tangents.def_vmap
+    def _rule(axis_size: int, in_batched: Any, *inputs: Any) -> Any:
+        primal_batched = any(jax.tree.leaves(in_batched[:4]))
+        if primal_batched:  # a batch of designs: each with its own tangents, lane by lane
+            full = [
+                jax.tree.map(
+                    lambda x, b: x if b else jnp.broadcast_to(x, (axis_size, *jnp.shape(x))),
+                    leaf,
+                    batched,
+                )
+                for leaf, batched in zip(inputs, in_batched, strict=True)
+            ]
+            out = jax.vmap(lambda *a: tangents(*a))(*full)
+            return out, (True, True)
+        args, y0, tsave, jump_ts, *tang = inputs
+        tang = [
+            jax.tree.map(
+                lambda x, b: x if b else jnp.broadcast_to(x, (axis_size, *jnp.shape(x))),
+                leaf,
+                batched,
+            )
+            for leaf, batched in zip(tang, in_batched[4:], strict=True)
+        ]
+        ys, dys = _augmented_solve(config, args, y0, tsave, jump_ts, tuple(tang))
+        return (ys, dys), (False, True)
+
+    return tangents
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
+def _sensitivity_solve(config: tuple, args: Any, y0: Any, tsave: Any, jump_ts: Any) -> Any:
+    """`y(tsave)` by the adaptive solver; its JVP the forward sensitivities of one augmented
+    solve, every tangent direction of `jacfwd` a block of columns of the same state."""
+    none = (jax.tree.map(lambda x: jnp.zeros((0, *jnp.shape(x)), x.dtype), args),)
+    none += (jnp.zeros((0, *y0.shape), y0.dtype), jnp.zeros((0, *tsave.shape), tsave.dtype))
+    return _augmented_solve(config, args, y0, tsave, jump_ts, none)[0]
+
+
+@_sensitivity_solve.defjvp
+def _sensitivity_jvp(config: tuple, primals: Any, tangents: Any) -> Any:
+    args, y0, tsave, jump_ts = primals
+    targs, ty0, tts, _ = tangents
+    tts = jnp.asarray(tts, dtype=tsave.dtype)
+    ys, dys = _batched_tangents(config)(args, y0, tsave, jump_ts, targs, ty0, tts)
+    return ys, dys
