@@ -16,6 +16,7 @@ eigenstates are what is defined.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import SimpleNamespace
 from typing import Any
 
 import jax
@@ -24,6 +25,7 @@ import numpy as np
 
 from . import _errors, _params
 from ._eigen import eigh_k
+from ._full_zero_pi_noise import FullZeroPiNoise
 from ._model import Model
 from ._spec import dense
 from ._terms import complex_of
@@ -35,13 +37,16 @@ OPERATORS = ("phi_operator", "n_theta_operator", "i_d_dphi_operator")
 """The inner ZeroPi's operators, in the product basis (`kron(<l|O|l'>, 1)`), by name."""
 
 
-class FullZeroPiModel:
+class FullZeroPiModel(FullZeroPiNoise):
     """JAX functions of a `scqubits.FullZeroPi`'s parameters.
 
     Made by `jaxbridge.scqubits.model(obj)`. Its parameters are the inner ZeroPi's (`EJ`,
     `EL`, `ECJ`, `EC`, `dEJ`, `dCJ`, `ng`, `flux`) and the disorders `dC`, `dEL`; the grid,
     `ncut`, `zeropi_cutoff` and `zeta_cutoff` are static. Every method works under `jit`,
-    `vmap` and `grad` (float64 needs x64).
+    `vmap` and `grad` (float64 needs x64). The noise methods are scqubits' FullZeroPi
+    channels (`tphi_1_over_f_cc`, `tphi_1_over_f_flux`, `t1_flux_bias_line`, `t1_inductive`),
+    the generic `t1`, `tphi_1_over_f`, `transition_energy_derivative`, `t1_effective` and
+    `t2_effective` (`_full_zero_pi_noise.py`), without `esys=`.
 
     Attributes:
         params: the parameters and the object's values.
@@ -50,6 +55,8 @@ class FullZeroPiModel:
 
     def __init__(self, obj: Any) -> None:
         inner = obj._zeropi  # scqubits' own inner ZeroPi (its grid, ncut and parameters)
+        self._obj, self._zp = obj, inner
+        self._spec = SimpleNamespace(kind="FullZeroPi", channels_fn=self._fzp_channels)
         self._inner = Model(inner, zero_pi.spec(inner))
         self._levels, self._zeta = int(obj.zeropi_cutoff), int(obj.zeta_cutoff)
         self.params: dict[str, float] = {
