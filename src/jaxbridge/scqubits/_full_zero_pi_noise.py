@@ -25,11 +25,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from . import _params
 from ._channel import Channel, one
 from ._eigen import eigh_k
-from ._noise import LEVEL_BEYOND, NoiseMethods
-from ._rates import Engine, levels
+from ._noise import NoiseMethods
+from ._rates import Engine
 from ._terms import Params, Terms
 from .qubits import zero_pi
 
@@ -188,26 +187,14 @@ class FullZeroPiNoise(NoiseMethods):
             raise ValueError(FZP_ESYS.format(method=method))
         return super()._evaluate_plan(plan, esys, get_rate, params, method)
 
+    def _custom_elements(self, op: Any, method: str) -> Callable[[Params, Any], list[Any]]:
+        """`NoiseMethods._custom`'s elements, of this model's operators."""
+        return elements(self._product, self._zeta, (self._noise_operator(op, method),))
+
     def _custom(
         self, method: str, op: Any, i: int, j: int, esys: Any, params: Any, fn: Callable
     ) -> Any:
-        """`NoiseMethods._custom` with this model's operators."""
+        """`NoiseMethods._custom`, without a given `esys` (its inner phases are scqubits')."""
         if esys is not None:
             raise ValueError(FZP_ESYS.format(method=method))
-        i, j = levels({"i": i, "j": j})
-        k = max(i, j) + 1
-        if k > self.dim:
-            raise ValueError(
-                LEVEL_BEYOND.format(method=method, level=k - 1, dim=self.dim, last=self.dim - 1)
-            )
-        if isinstance(op, list):  # scqubits takes a list's first operator
-            op = op[0]
-        evaluate = elements(self._product, self._zeta, (self._noise_operator(op, method),))
-        values = self._values(params, method)  # pyright: ignore[reportAttributeAccessIssue]
-
-        def one_point(p: Params) -> Any:
-            h, _ = self._product(p)
-            w, u = eigh_k(h, k)
-            return fn(w, evaluate(p, u)[0])
-
-        return _params.map_batch(one_point, values)
+        return super()._custom(method, op, i, j, esys, params, fn)

@@ -20,11 +20,10 @@ import jax
 import jax.numpy as jnp
 import sympy
 
-from . import _params
 from ._composite import Composite, ProductTerm
 from ._eigen import dressed_structure, eigh_k
-from ._noise import LEVEL_BEYOND, NoiseMethods, _trace_state
-from ._rates import Engine, levels
+from ._noise import NoiseMethods, _trace_state
+from ._rates import Engine
 from ._terms import Params, complex_of
 
 HD_NOISE_OPERATOR = (
@@ -172,26 +171,6 @@ class HierarchyNoise(NoiseMethods):
             cache[name] = self._hd_operator(sympy.expand(self._hd_hamiltonian.diff(symbol)))
         return cache[name]
 
-    def _custom(
-        self, method: str, op: Any, i: int, j: int, esys: Any, params: Any, fn: Callable
-    ) -> Any:
-        """`NoiseMethods._custom` with this model's operators."""
-        i, j = levels({"i": i, "j": j})
-        k = max(i, j) + 1
-        if k > self.dim:
-            raise ValueError(
-                LEVEL_BEYOND.format(method=method, level=k - 1, dim=self.dim, last=self.dim - 1)
-            )
-        if isinstance(op, list):  # scqubits takes a list's first operator
-            op = op[0]
-        evaluate = elements(self._bare, (self._noise_operator(op, method),))
-        values = self._values(params, method)  # pyright: ignore[reportAttributeAccessIssue]
-
-        def one(p: Params, es: Any) -> Any:
-            w, v = self._noise_eigensys(p, k) if es is None else es
-            return fn(w, evaluate(p, v[:, :k])[0])
-
-        if esys is None:
-            return _params.map_batch(lambda p: one(p, None), values)
-        es = tuple(jnp.asarray(x) for x in esys)
-        return _params.map_batch(one, values, es, core_ndims=(0, (1, 2)))
+    def _custom_elements(self, op: Any, method: str) -> Callable[[Params, Any], list[Any]]:
+        """`NoiseMethods._custom`'s elements, of this model's operators."""
+        return elements(self._bare, (self._noise_operator(op, method),))

@@ -478,6 +478,12 @@ class NoiseMethods:
 
     # -- custom channels (scqubits' generic `t1`, `tphi_1_over_f`, `transition_energy_derivative`)
 
+    def _custom_elements(self, op: Any, method: str) -> Callable[[Params, Any], list[Any]]:
+        """`(p, v) -> [<v_a|op|v_b>]` for the custom channels: the one place a model with its
+        own operators (a hierarchy's, a FullZeroPi's) differs in `_custom`."""
+        del method
+        return Elements((self._noise_operator(op),))
+
     def _custom(
         self, method: str, op: Any, i: int, j: int, esys: Any, params: Any, fn: Callable
     ) -> Any:
@@ -491,7 +497,7 @@ class NoiseMethods:
             )
         if isinstance(op, list):  # scqubits takes a list's first operator
             op = op[0]
-        elements = Elements((self._noise_operator(op),))
+        elements = self._custom_elements(op, method)
         values = self._values(params, method)  # pyright: ignore[reportAttributeAccessIssue] - Model's
 
         def one(p: Params, es: Any) -> Any:
