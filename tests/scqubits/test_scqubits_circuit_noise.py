@@ -11,8 +11,8 @@ import pytest
 from jax.test_util import check_grads
 
 import jaxbridge.scqubits as jbq
-from jaxbridge.scqubits._circuit_noise import BAD_AUX, NOT_GENERATED
-from jaxbridge.scqubits._noise import LEVEL_BEYOND, NO_CHANNEL, NOT_SUPPORTED
+from jaxbridge.scqubits.noise._circuit_noise import BAD_AUX, NOT_GENERATED
+from jaxbridge.scqubits.noise._noise import LEVEL_BEYOND, NO_CHANNEL, NOT_SUPPORTED
 
 scq = pytest.importorskip("scqubits")
 pytestmark = pytest.mark.filterwarnings("ignore:.*deprecated - use:DeprecationWarning")

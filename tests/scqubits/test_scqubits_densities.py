@@ -1,4 +1,4 @@
-"""`jaxbridge.scqubits._densities`: the host's spectral densities equal the JAX formulas, and
+"""`jaxbridge.scqubits.noise._densities`: the host's spectral densities equal the JAX formulas, and
 so do their first derivatives (the complex step) and second derivatives, for every density,
 both `total` settings, defaults and given options; under `jit` and `vmap` in one host call."""
 
@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxbridge.scqubits._densities import OPTION, density, spectral_sum, term
+from jaxbridge.scqubits.noise._densities import OPTION, density, spectral_sum, term
 
 pytest.importorskip("scqubits")
 

@@ -17,8 +17,8 @@ import scqubits as scq
 from scqubits_cases import central_difference
 
 import jaxbridge.scqubits as jbq
-from jaxbridge.scqubits import _hs_errors
-from jaxbridge.scqubits._subsystems import fix_phases
+from jaxbridge.scqubits.composite import _hs_errors
+from jaxbridge.scqubits.composite._subsystems import fix_phases
 
 
 @pytest.fixture(autouse=True)

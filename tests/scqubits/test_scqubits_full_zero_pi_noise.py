@@ -9,7 +9,7 @@ import pytest
 import scqubits
 
 import jaxbridge.scqubits as jbq
-from jaxbridge.scqubits import _full_zero_pi_noise as fzp
+from jaxbridge.scqubits.noise import _full_zero_pi_noise as fzp
 
 CHANNELS = ("tphi_1_over_f_cc", "tphi_1_over_f_flux", "t1_flux_bias_line", "t1_inductive")
 RTOL = 1e-8

@@ -12,7 +12,7 @@ from scqubits_cases import central_difference
 from test_scqubits_hilbertspace import dfc, single_fluxonium, symbolic_nested
 
 import jaxbridge.scqubits as jbq
-from jaxbridge.scqubits import _hierarchy
+from jaxbridge.scqubits.composite import _hierarchy
 
 
 @pytest.fixture(autouse=True)
@@ -89,7 +89,7 @@ def test_a_truncation_that_splits_a_degenerate_pair_is_refused():
     # choice: scqubits' levels of the subsystem above differ from any other solver's by 0.4.
     import re
 
-    from jaxbridge.scqubits import _hs_errors
+    from jaxbridge.scqubits.composite import _hs_errors
 
     circ = dfc(cutoff=10)
     leaf = circ.subsystems[0].subsystems[0]

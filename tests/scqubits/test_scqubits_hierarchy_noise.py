@@ -12,9 +12,9 @@ import sympy
 from test_scqubits_hilbertspace import dfc, single_fluxonium
 
 import jaxbridge.scqubits as jbq
-from jaxbridge.scqubits._circuit_noise import NOT_GENERATED
-from jaxbridge.scqubits._hierarchy import HierarchicalModel
-from jaxbridge.scqubits._hierarchy_noise import HD_NOISE_OPERATOR
+from jaxbridge.scqubits.composite._hierarchy import HierarchicalModel
+from jaxbridge.scqubits.noise._circuit_noise import NOT_GENERATED
+from jaxbridge.scqubits.noise._hierarchy_noise import HD_NOISE_OPERATOR
 
 scq = pytest.importorskip("scqubits")
 pytestmark = pytest.mark.filterwarnings("ignore:.*deprecated - use:DeprecationWarning")

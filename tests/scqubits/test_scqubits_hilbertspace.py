@@ -10,7 +10,7 @@ import pytest
 from scqubits_cases import central_difference, dense
 
 import jaxbridge.scqubits as jbq
-from jaxbridge.scqubits import _hs_errors
+from jaxbridge.scqubits.composite import _hs_errors
 
 scq = pytest.importorskip("scqubits")
 scq.settings.PROGRESSBAR_DISABLED = True

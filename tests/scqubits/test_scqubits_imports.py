@@ -3,7 +3,7 @@
 Every import statement counts: at module level, under `TYPE_CHECKING`, or inside a function (a
 lazy import still closes a circle, only later). `model()` dispatches from the top
 (`_dispatch.py`); a `HilbertSpace`'s subsystems get their models from the modules below it.
-Each qubit's file in `qubits/` sits on the bottom modules only (`_spec`, `_channel`, `_terms`,
+Each qubit's file in `qubits/` sits on the bottom modules only (`_spec`, `noise._channel`, `_terms`,
 `_params`), never on a model or the noise engine.
 """
 
@@ -49,7 +49,7 @@ def test_model_dispatches_from_the_top_and_the_solvers_sit_at_the_bottom():
 
 
 QUBIT_FILES = ("transmon", "fluxonium", "flux_qubit", "zero_pi", "cos2phi")
-BOTTOM = {f"{PACKAGE}.{m}" for m in ("_spec", "_channel", "_terms", "_params")}
+BOTTOM = {f"{PACKAGE}.{m}" for m in ("_spec", "noise._channel", "_terms", "_params")}
 
 
 def test_each_qubit_file_sits_on_the_bottom_modules_only():
@@ -63,5 +63,6 @@ def test_each_qubit_file_sits_on_the_bottom_modules_only():
     assert graph[sub] == {f"{sub}._registry"}  # `__init__` only re-exports the registry
     # the bottom imports no model: `Spec` over `Terms`, `Channel` over the spectral densities
     assert graph[f"{PACKAGE}._spec"] == {f"{PACKAGE}._terms"}
-    assert graph[f"{PACKAGE}._channel"] == {f"{PACKAGE}._densities", f"{PACKAGE}._terms"}
+    channel = f"{PACKAGE}.noise._channel"
+    assert graph[channel] == {f"{PACKAGE}.noise._densities", f"{PACKAGE}._terms"}
     assert graph[f"{PACKAGE}._params"] == set()

@@ -1,4 +1,4 @@
-"""`jaxbridge.scqubits._kv`: SciPy's scaled `K_0`, `K_1` on the host, with JAX derivatives."""
+"""`jaxbridge.scqubits.noise._kv`: SciPy's scaled `K_0`, `K_1` on the host, with JAX derivatives."""
 
 import jax
 import jax.numpy as jnp
@@ -6,7 +6,7 @@ import numpy as np
 import scipy.special
 from jax.test_util import check_grads
 
-from jaxbridge.scqubits._kv import k0_sinh, k01e
+from jaxbridge.scqubits.noise._kv import k0_sinh, k01e
 
 
 def test_k0_sinh_equals_scipy_and_stays_finite(x64):

@@ -1,7 +1,8 @@
 """Hierarchical Circuits with a subsystem purely harmonic in two or more variables.
 
 scqubits solves such a subsystem in its normal modes (`_diagonalize_purely_harmonic_hamiltonian`,
-its test `test_eigenvals_harmonic`); `jaxbridge.scqubits._normal_modes` does the same in JAX.
+its test `test_eigenvals_harmonic`); `jaxbridge.scqubits.composite._normal_modes` does the same
+in JAX.
 Every number here is compared with scqubits evaluated directly at the same point.
 """
 
@@ -17,8 +18,8 @@ from jax.test_util import check_grads
 from scqubits_cases import central_difference, dense
 
 import jaxbridge.scqubits as jbq
-from jaxbridge.scqubits import _hs_errors
-from jaxbridge.scqubits._normal_modes import NormalModesPart, normal_modes
+from jaxbridge.scqubits.composite import _hs_errors
+from jaxbridge.scqubits.composite._normal_modes import NormalModesPart, normal_modes
 
 scq = pytest.importorskip("scqubits")
 

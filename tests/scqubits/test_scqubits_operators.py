@@ -8,7 +8,8 @@ import pytest
 from scqubits_cases import KINDS, at, central_difference, dense, make
 
 import jaxbridge.scqubits as jbq
-from jaxbridge.scqubits import _errors, _hs_errors
+from jaxbridge.scqubits import _errors
+from jaxbridge.scqubits.composite import _hs_errors
 
 scq = pytest.importorskip("scqubits")
 

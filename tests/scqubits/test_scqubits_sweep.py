@@ -14,7 +14,7 @@ import scqubits as scq
 from scqubits_cases import central_difference
 
 import jaxbridge.scqubits as jbq
-from jaxbridge.scqubits import _hs_errors
+from jaxbridge.scqubits.composite import _hs_errors
 
 
 @pytest.fixture(autouse=True)

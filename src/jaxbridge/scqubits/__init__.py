@@ -13,12 +13,12 @@ except ImportError as _error:  # pragma: no cover - exercised in a subprocess te
 
     raise ImportError(_NEEDS_SCQUBITS) from _error
 
-from ._branch import LabelAmbiguityError as LabelAmbiguityError
 from ._dispatch import model as model
 from ._full_zero_pi import FullZeroPiModel as FullZeroPiModel
-from ._hierarchy import HierarchicalModel as HierarchicalModel
-from ._hilbertspace import HilbertSpaceModel as HilbertSpaceModel
 from ._model import DENSE_MAX_DIM as DENSE_MAX_DIM
 from ._model import Model as Model
 from ._single import SubsystemModel as SubsystemModel
 from ._wave import Wavefunction as Wavefunction
+from .composite._branch import LabelAmbiguityError as LabelAmbiguityError
+from .composite._hierarchy import HierarchicalModel as HierarchicalModel
+from .composite._hilbertspace import HilbertSpaceModel as HilbertSpaceModel

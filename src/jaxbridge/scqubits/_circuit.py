@@ -19,10 +19,11 @@ from ..sympy._operators import (
     operator_sum,
     trig_keys,
 )
-from . import _circuit_noise, _errors
+from . import _errors
 from ._params import read_defaults
 from ._spec import PotentialEnergy, Spec, circuit_layout, ladder
 from ._terms import Fixed, Params, Spectral, Terms, fixed
+from .noise import _circuit_noise
 
 
 def _to_scipy(m: Any) -> Any:

@@ -14,11 +14,11 @@ from typing import Any
 from . import _errors
 from ._circuit import circuit
 from ._full_zero_pi import FullZeroPiModel
-from ._hierarchy import HierarchicalModel
-from ._hilbertspace import HilbertSpaceModel
 from ._model import Model
 from ._single import SubsystemModel
 from ._specs import SPECS, scqubits_class
+from .composite._hierarchy import HierarchicalModel
+from .composite._hilbertspace import HilbertSpaceModel
 
 
 def _flat(build: Callable[[Any], Any]) -> Callable[[Any], Model]:

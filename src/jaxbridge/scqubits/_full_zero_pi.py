@@ -25,10 +25,10 @@ import numpy as np
 
 from . import _errors, _params
 from ._eigen import eigh_k
-from ._full_zero_pi_noise import FullZeroPiNoise
 from ._model import Model
 from ._spec import dense
 from ._terms import complex_of
+from .noise._full_zero_pi_noise import FullZeroPiNoise
 from .qubits import zero_pi
 
 ParamsArg = Mapping[str, Any] | None

@@ -12,10 +12,10 @@ import scipy.sparse as sparse
 
 from . import _errors, _params
 from ._eigen import HostLevels, SparseSolver, eigh_k, eigvalsh_k
-from ._noise import NoiseMethods
 from ._spec import Spec
 from ._terms import Terms, complex_of, fixed
 from ._wave import PlotMethods
+from .noise._noise import NoiseMethods
 from .qubits import FIXED_OPERATOR_NAMES
 
 #: Above this dimension `method="auto"` uses the host sparse solver instead of dense `eigh`.

@@ -12,9 +12,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from . import _hs_errors, _params
-from ._subsystems import Part, part
+from . import _params
 from ._terms import complex_of
+from .composite import _hs_errors
+from .composite._subsystems import Part, part
 
 ParamsArg = dict[str, Any] | None
 

@@ -11,8 +11,8 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._channel import Channel
 from .._spec import Spec
+from ..noise._channel import Channel
 from . import cos2phi, flux_qubit, fluxonium, transmon, zero_pi
 
 

@@ -18,18 +18,6 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from .._channel import (
-    A_CC,
-    A_FLUX,
-    A_NG,
-    Channel,
-    Part,
-    ec,
-    sig_capacitive,
-    sig_inductive,
-    table,
-    tphi,
-)
 from .._params import read_defaults
 from .._spec import (
     Spec,
@@ -43,6 +31,18 @@ from .._spec import (
     ladder,
 )
 from .._terms import Params, Spectral, Terms, fixed, spectral
+from ..noise._channel import (
+    A_CC,
+    A_FLUX,
+    A_NG,
+    Channel,
+    Part,
+    ec,
+    sig_capacitive,
+    sig_inductive,
+    table,
+    tphi,
+)
 
 FIXED_OPERATORS = ("n_theta_operator", "cos_theta_operator", "sin_theta_operator")
 """The `*_operator` methods that are parameter-free matrices (the others depend on lengths)."""

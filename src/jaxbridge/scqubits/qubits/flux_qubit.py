@@ -13,7 +13,6 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from .._channel import A_CC, A_FLUX, Channel, one, sig_tphi, table, tphi
 from .._params import read_defaults
 from .._spec import (
     Spec,
@@ -25,6 +24,7 @@ from .._spec import (
     standardize_phases,
 )
 from .._terms import Params, Terms, fixed
+from ..noise._channel import A_CC, A_FLUX, Channel, one, sig_tphi, table, tphi
 
 
 def spec(obj: Any) -> Spec:

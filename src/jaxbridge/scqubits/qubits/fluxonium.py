@@ -15,7 +15,10 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from .._channel import (
+from .._params import read_defaults
+from .._spec import Spec, Wave, as_complex, expi, grid_points, hermite_functions, ladder
+from .._terms import Params, Terms, fixed, spectral
+from ..noise._channel import (
     A_CC,
     A_FLUX,
     Channel,
@@ -30,9 +33,6 @@ from .._channel import (
     table,
     tphi,
 )
-from .._params import read_defaults
-from .._spec import Spec, Wave, as_complex, expi, grid_points, hermite_functions, ladder
-from .._terms import Params, Terms, fixed, spectral
 
 
 def _length(p: Params) -> Any:

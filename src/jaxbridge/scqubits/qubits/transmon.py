@@ -14,7 +14,10 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from .._channel import (
+from .._params import read_defaults
+from .._spec import Spec, Wave, as_complex, charge_basis, charge_waves, dense, grid_points
+from .._terms import Fixed, Params, Terms, fixed
+from ..noise._channel import (
     A_CC,
     A_FLUX,
     A_NG,
@@ -28,9 +31,6 @@ from .._channel import (
     table,
     tphi,
 )
-from .._params import read_defaults
-from .._spec import Spec, Wave, as_complex, charge_basis, charge_waves, dense, grid_points
-from .._terms import Fixed, Params, Terms, fixed
 
 
 def _wave(obj: Any, ej: Callable[[Params], Any]) -> Wave:

@@ -14,18 +14,6 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.sparse as sparse
 
-from .._channel import (
-    A_CC,
-    A_FLUX,
-    Channel,
-    Part,
-    el,
-    one,
-    sig_flux_bias_line,
-    sig_inductive,
-    table,
-    tphi,
-)
 from .._params import read_defaults
 from .._spec import (
     Spec,
@@ -38,6 +26,18 @@ from .._spec import (
     standardize_phases,
 )
 from .._terms import Params, Terms, fixed
+from ..noise._channel import (
+    A_CC,
+    A_FLUX,
+    Channel,
+    Part,
+    el,
+    one,
+    sig_flux_bias_line,
+    sig_inductive,
+    table,
+    tphi,
+)
 
 
 def spec(obj: Any) -> Spec:

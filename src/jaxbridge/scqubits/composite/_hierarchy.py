@@ -20,16 +20,17 @@ import jax
 import jax.numpy as jnp
 import sympy
 
-from . import _circuit_noise, _params
+from .. import _params
+from .._circuit import circuit
+from .._eigen import dressed_structure, eigh_k, eigvalsh_k
+from .._model import Model
+from .._terms import Params, complex_of
+from ..noise import _circuit_noise
+from ..noise._hierarchy_noise import HD_NOISE_OPERATOR, HierarchyNoise, HierarchyOperator
 from . import _hs_errors as _errors
-from ._circuit import circuit
 from ._composite import Composite, Factor, ProductTerm
-from ._eigen import dressed_structure, eigh_k, eigvalsh_k
-from ._hierarchy_noise import HD_NOISE_OPERATOR, HierarchyNoise, HierarchyOperator
-from ._model import Model
 from ._normal_modes import NormalModesPart, param_symbols
 from ._subsystems import Operator, Part, QubitPart, fix_phases
-from ._terms import Params, complex_of
 
 ParamsArg = dict[str, Any] | None
 

@@ -9,13 +9,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _host
+from ... import _host
+from .. import _params
+from .._eigen import dressed_structure, eigh_k, eigvalsh_k
 from . import _hs_errors as _errors
-from . import _params
 from ._branch import LabelAmbiguityError, branch_labels, energy_order, lexical_order
 from ._composite import Composite, ExprTerm, Factor, ProductTerm, Term
 from ._dressed import bare_phases, common, components, matrix_term
-from ._eigen import dressed_structure, eigh_k, eigvalsh_k
 from ._expr import has_complex_literal
 from ._lookup import dressed_indices, energy_at
 from ._subsystems import OscillatorPart, Part, as_matrix, fix_phases, part

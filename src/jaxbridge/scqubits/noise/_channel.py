@@ -14,8 +14,8 @@ from typing import Any
 
 import jax.numpy as jnp
 
+from .._terms import Params, Terms, fixed
 from ._densities import T_DEFAULT
-from ._terms import Params, Terms, fixed
 
 A_FLUX, A_NG, A_CC = 1e-6, 1e-4, 1e-7  # scqubits' NOISE_PARAMS
 

@@ -17,11 +17,11 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.sparse as sparse
 
+from .._eigen import eigh_k, is_tridiagonal
+from .._model import Model
+from .._specs import spec_of
+from .._terms import Fixed, Params, Terms, cast_fixed, complex_of, fixed
 from . import _hs_errors as _errors
-from ._eigen import eigh_k, is_tridiagonal
-from ._model import Model
-from ._specs import spec_of
-from ._terms import Fixed, Params, Terms, cast_fixed, complex_of, fixed
 
 # A resolved operator: a function of the subsystem's params returning its matrix, and whether
 # that matrix is complex.

@@ -20,11 +20,11 @@ import jax
 import jax.numpy as jnp
 import sympy
 
-from ._composite import Composite, ProductTerm
-from ._eigen import dressed_structure, eigh_k
+from .._eigen import dressed_structure, eigh_k
+from .._terms import Params, complex_of
+from ..composite._composite import Composite, ProductTerm
 from ._noise import NoiseMethods, _trace_state
 from ._rates import Engine
-from ._terms import Params, complex_of
 
 HD_NOISE_OPERATOR = (
     "`HierarchicalModel.{method}`: the noise operator must be an operator name "

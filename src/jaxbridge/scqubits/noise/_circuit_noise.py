@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 import sympy
 
+from .._terms import Params
 from ._channel import (
     A_CC,
     A_FLUX,
@@ -35,7 +36,6 @@ from ._channel import (
     table,
     tphi,
 )
-from ._terms import Params
 
 NOT_GENERATED = (
     "This `Circuit` has no noise methods: scqubits generates them only on request. Call "

@@ -32,11 +32,11 @@ import jax.numpy as jnp
 import numpy as np
 import sympy
 
+from .._eigen import eigh_k
+from .._params import read_defaults
+from .._terms import Params, Terms, fixed
 from . import _hs_errors as _errors
-from ._eigen import eigh_k
-from ._params import read_defaults
 from ._subsystems import Operator, Part, fix_phases
-from ._terms import Params, Terms, fixed
 
 
 def param_symbols(circ: Any) -> list[Any]:

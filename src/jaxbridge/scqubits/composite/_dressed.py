@@ -16,10 +16,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._terms import complex_of
 from . import _hs_errors as _errors
 from ._composite import MatrixTerm
 from ._subsystems import Part, as_matrix
-from ._terms import complex_of
 
 
 def _current(obj: Any, name: str, default: Any) -> Any:

@@ -19,13 +19,14 @@ import jax.numpy as jnp
 import numpy as np
 from jax.core import Tracer
 
-from . import _channel, _params
+from .. import _params
+from .._eigen import NoiseSpectrum, eigh_k
+from .._terms import Params, Terms
+from ..qubits import CHANNELS as BUILDERS
+from . import _channel
 from ._channel import Channel
 from ._densities import OMEGA_LOW, T_DEFAULT, T_EXP, units
-from ._eigen import NoiseSpectrum, eigh_k
 from ._rates import Elements, Engine, is_static, levels, time_of
-from ._terms import Params, Terms
-from .qubits import CHANNELS as BUILDERS
 
 ParamsArg = Mapping[str, Any] | None
 

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.special
 
-from .. import _host
+from ... import _host
 
 
 def _host_k01e(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -22,10 +22,10 @@ import numpy as np
 import scipy.sparse as sparse
 from jax.core import Tracer
 
-from . import _params
+from .. import _params
+from .._terms import Params, Spectral, Terms, complex_of
 from ._channel import Channel
 from ._densities import OMEGA_LOW, OPTION, T_EXP, Term, column, spectral_sum, term
-from ._terms import Params, Spectral, Terms, complex_of
 
 BAD_LEVELS = "Level indices 'i' and 'j' must be different, and i,j>=0; got i={i!r}, j={j!r}."
 

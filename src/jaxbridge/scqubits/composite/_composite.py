@@ -17,9 +17,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from .._terms import Params, complex_of
 from . import _expr
 from ._subsystems import Operator, Part
-from ._terms import Params, complex_of
 
 
 @dataclasses.dataclass

@@ -39,7 +39,7 @@ import scipy.special
 from jax.core import Tracer
 from jax.custom_derivatives import SymbolicZero
 
-from .. import _host
+from ... import _host
 from ._kv import k0_sinh
 
 HBAR, KB, E_CHARGE, PLANCK = const.hbar, const.k, const.e, const.h

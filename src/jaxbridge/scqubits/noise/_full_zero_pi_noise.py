@@ -25,12 +25,12 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from .._eigen import eigh_k
+from .._terms import Params, Terms
+from ..qubits import zero_pi
 from ._channel import Channel, one
-from ._eigen import eigh_k
 from ._noise import NoiseMethods
 from ._rates import Engine
-from ._terms import Params, Terms
-from .qubits import zero_pi
 
 FZP_ESYS = (
     "`FullZeroPiModel.{method}`: `esys` is not accepted: the product basis is made of the "
