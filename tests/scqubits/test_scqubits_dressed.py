@@ -17,7 +17,7 @@ import scqubits as scq
 from scqubits_cases import central_difference
 
 import jaxbridge.scqubits as jbq
-from jaxbridge.scqubits.composite import _hs_errors
+from jaxbridge.scqubits.composite import _hs_errors, _transitions
 from jaxbridge.scqubits.composite._subsystems import fix_phases
 
 
@@ -111,15 +111,63 @@ def test_transitions_equal_parameter_sweep():
         theirs = dict(case)
         if theirs.get("subsystems") == "osc":
             theirs["subsystems"] = _sub(hs, "osc")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
             labels, energies = sweep.transitions(**theirs)
-        got_labels, got = m.transitions({"tmon": {"EJ": jnp.asarray(ejs)}}, evals_count=8, **case)
+        with warnings.catch_warnings(record=True) as we_said:
+            warnings.simplefilter("always")
+            got_labels, got = m.transitions(
+                {"tmon": {"EJ": jnp.asarray(ejs)}}, evals_count=8, **case
+            )
+        assert _label_warnings(we_said) == _label_warnings(said), case
         assert got_labels == labels, case
         want = np.stack([np.asarray(e, dtype=float) for e in energies], axis=-1)
         assert got.shape == want.shape == (3, len(labels))
         assert np.array_equal(np.isnan(got), np.isnan(want)), case
         np.testing.assert_allclose(got[~np.isnan(want)], want[~np.isnan(want)], atol=1e-10)
+
+
+def _label_warnings(records) -> list[str]:
+    texts = (_transitions.HYBRIDIZED, _transitions.NOT_GROUND)
+    return [str(r.message) for r in records if str(r.message) in texts]
+
+
+def test_transitions_warn_as_parameter_sweep_on_hybridized_initial_states():
+    # A resonator of negative frequency: the bare ground (0, 0) is not the dressed ground,
+    # and (2, 3) has no dressed state among the 8 labelled.
+    tmon = scq.Transmon(EJ=20.0, EC=0.3, ng=0.0, ncut=8, truncated_dim=3, id_str="tmon")
+    osc = scq.Oscillator(E_osc=-6.0, truncated_dim=4, id_str="osc")
+    hs = scq.HilbertSpace([tmon, osc])
+    hs.add_interaction(g=0.1, op1=tmon.n_operator, op2=osc.creation_operator, add_hc=True)
+    m = jbq.model(hs)
+    ejs = np.array([18.0, 20.0])
+    sweep = _sweep(hs, ejs, 8)
+    cases = [{}, {"initial": (2, 3)}, {"initial": [(0, 0), (2, 3)], "final": [(1, 1), 3]},
+             {"initial": 1}]  # fmt: skip
+    seen = set()
+    for case in cases:
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            labels, _ = sweep.transitions(**case)
+        with warnings.catch_warnings(record=True) as we_said:
+            warnings.simplefilter("always")
+            got, _ = m.transitions({"tmon": {"EJ": jnp.asarray(ejs)}}, evals_count=8, **case)
+        assert got == labels
+        assert _label_warnings(we_said) == _label_warnings(said), case
+        seen |= set(_label_warnings(said))
+    assert seen == {_transitions.HYBRIDIZED, _transitions.NOT_GROUND}
+
+    # Under jit the values are not known when the list is made: no warning, the NaN columns
+    # say it (at EJ = 18 alone, (2, 3) has no dressed state: eagerly, the warning).
+    def energies(ej):
+        return m.transitions({"tmon": {"EJ": ej}}, initial=(2, 3), evals_count=8, omit_nan=False)
+
+    for run, want in ((energies, [_transitions.HYBRIDIZED]), (jax.jit(energies), [])):
+        with warnings.catch_warnings(record=True) as we_said:
+            warnings.simplefilter("always")
+            _, e = run(18.0)
+        assert _label_warnings(we_said) == want
+        assert np.isnan(np.asarray(e)).all()
 
 
 def test_transitions_under_jit_vmap_and_grad():

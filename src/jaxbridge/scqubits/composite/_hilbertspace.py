@@ -19,7 +19,7 @@ from ._dressed import bare_phases, common, components, matrix_term
 from ._expr import has_complex_literal
 from ._lookup import dressed_indices, energy_at
 from ._subsystems import OscillatorPart, Part, as_matrix, fix_phases, part
-from ._transitions import Planner, State, columns
+from ._transitions import Planner, State, columns, warn_hybridized
 
 if TYPE_CHECKING:  # jaxtyping is a test-time dependency only
     from jaxtyping import Array, Float, Inexact, Int
@@ -779,6 +779,8 @@ class HilbertSpaceModel:
             for pair in pairs
         )
         labels, w = self._run("lookup", params, k, key)
+        initials = self._planner.bare_initials(subsystems, initial, final, k)
+        warn_hybridized(initials, labels, w, dims)
         # A second, small program: the gathers of this list (the labels' program is shared).
         energies = columns(labels, w, spec, photon_number, bool(make_positive))
         if not omit_nan or not pairs:

@@ -7,6 +7,7 @@ the states these name; this module only decides the list, in scqubits' order.
 from __future__ import annotations
 
 import itertools
+import warnings
 from collections.abc import Sequence
 from functools import partial
 from typing import Any
@@ -20,6 +21,20 @@ from ._lookup import energy_at
 
 #: A state: a bare product label (tuple) or a dressed index (int).
 State = tuple[int, ...] | int
+
+#: scqubits 4.3.1's two warnings on a bare initial state (`_validate_bare_initial`), word for word.
+HYBRIDIZED = (
+    "The initial state undergoes significant hybridization. "
+    "Identification with a bare product state was not (fully) "
+    "successful. Consider running ParameterSweep with "
+    "`ignore_low_overlap=True` or specify `initial` as a dressed-state "
+    "index (integer) instead of a bare product state.\n"
+)
+NOT_GROUND = (
+    "The state (0,0, ...,0) may not be dispersively connected "
+    "to the true ground state. Specifying `initial=0` (dressed-state "
+    "index) may be preferable.\n"
+)
 
 
 def _is_index(x: Any) -> bool:
@@ -98,6 +113,24 @@ class Planner:
                 ]
         return pairs
 
+    def bare_initials(self, subsystems: Any, initial: Any, final: Any, k: int) -> list:
+        """The bare initial state of each `(initial, final)` combination scqubits checks, in
+        its order (one entry per final given, as its loop warns once for each)."""
+        active = self.subsystems(subsystems)
+        initials = initial if isinstance(initial, list) else [initial]
+        finals = final if isinstance(final, list) else [final]
+        out = []
+        for start in initials:
+            if _is_index(start):
+                continue
+            state = (
+                (0,) * len(self.dims)
+                if start is None
+                else self._bare(start, "initial state", k, active)
+            )
+            out += [state] * len(finals)
+        return out
+
     def _finals(
         self, end: Any, start: State, active: list[int], sidebands: bool, k: int
     ) -> list[State]:
@@ -139,3 +172,25 @@ def columns(
     out = [(energy(b) - energy(a)) / photon_number for a, b in spec]
     out = [jnp.abs(x) if make_positive else x for x in out]
     return jnp.stack(out, axis=-1) if out else jnp.zeros((*w.shape[:-1], 0), w.dtype)
+
+
+def warn_hybridized(initials: list, labels: Any, w: Any, dims: Sequence[int]) -> None:
+    """scqubits' warnings on each bare initial state, from concrete lookups: its energy is NaN
+    somewhere in the sweep (no dressed state has it), or the bare ground state is not the
+    lowest dressed state everywhere. Under a transformation the values are not known when
+    the list is made, and the NaN columns themselves say it."""
+    try:
+        labels, w = np.asarray(labels), np.asarray(w)
+    except jax.errors.TracerArrayConversionError:
+        return
+    for state in initials:
+        index = labels[..., int(np.ravel_multi_index(state, dims))]
+        energies = np.where(
+            index >= 0,
+            np.take_along_axis(w, np.clip(index, 0, None)[..., None], -1)[..., 0],
+            np.nan,
+        )
+        if np.isnan(energies).any():
+            warnings.warn(HYBRIDIZED, UserWarning, stacklevel=3)
+        elif sum(state) == 0 and not np.all(energies == w[..., 0]):
+            warnings.warn(NOT_GROUND, UserWarning, stacklevel=3)
