@@ -7,6 +7,7 @@ against scqubits' differences, and the refusals."""
 
 from __future__ import annotations
 
+import os
 import warnings
 from types import SimpleNamespace
 from typing import Any
@@ -225,3 +226,42 @@ def test_an_unsupported_subsystem_is_named():
     with pytest.raises(TypeError) as info:
         part(SimpleNamespace(id_str="snail", truncated_dim=2))
     assert str(info.value) == _hs_errors.HS_SUBSYSTEM.format(id_str="snail", got="SimpleNamespace")
+
+
+@pytest.mark.skipif(not os.environ.get("JAXBRIDGE_SLOW"), reason="JAXBRIDGE_SLOW=1 runs it")
+def test_scqubits_own_test_system():
+    # scqubits' tests/test_hilbertspace.py `hilbertspace_initialize`, at its own cutoffs (the
+    # inner ZeroPi 1220 states, the FullZeroPi 400).
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # `create()` warns about scqubits' optional GUI
+        fluxonium = scq.Fluxonium.create()
+        zpifull = scq.FullZeroPi.create()
+    fluxonium.truncated_dim = 3
+    zpifull.truncated_dim = 2
+    zpifull.grid.pt_count = 20
+    hs = scq.HilbertSpace([fluxonium, zpifull])
+    hs.add_interaction(g=0.1, op1=fluxonium.n_operator, op2=zpifull.n_theta_operator)
+    m = jbq.model(hs)
+    np.testing.assert_allclose(m.eigenvals(evals_count=6), hs.eigenvals(6), atol=1e-10)
+    hs.generate_lookup()
+    for bare in np.ndindex(*m.subsystem_dims):
+        want = hs.energy_by_bare_index(bare)
+        np.testing.assert_allclose(m.energy_by_bare_index(bare), want, atol=1e-10)
+    zpi, x0 = zpifull.id_str, float(zpifull.flux)
+
+    def gap(x):
+        p = {zpi: {"flux": x}}
+        return m.energy_by_bare_index((0, 1), p) - m.energy_by_bare_index((0, 0), p)
+
+    def theirs(x):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            zpifull.flux = x
+            hs.generate_lookup()
+        return hs.energy_by_bare_index((0, 1)) - hs.energy_by_bare_index((0, 0))
+
+    try:
+        want = central_difference(theirs, x0, 1e-3)
+    finally:
+        theirs(x0)
+    np.testing.assert_allclose(jax.grad(gap)(x0), want, rtol=1e-4, atol=1e-11)

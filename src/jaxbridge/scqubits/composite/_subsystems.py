@@ -213,8 +213,9 @@ class FullZeroPiPart(Part):
     """`FullZeroPi`: its product basis (`ProductBasis`: the inner ZeroPi's states, phases fixed
     by the model, times the zeta Fock states) is this part's own basis.
 
-    The Hamiltonian there and each operator are separate functions of the params, each
-    diagonalising the inner ZeroPi; the inner phase rule is smooth, so both see one basis. An
+    The Hamiltonian there and each operator are separate functions of the params; at one point
+    they share one inner diagonalisation (`_inner_states`), and the inner phase rule is smooth,
+    so even computed twice they would see one basis. An
     operator is one of scqubits' FullZeroPi operators, by its bound method; a fixed matrix in
     the product basis is refused: that basis moves with the params, and its inner phases are
     scqubits' eigensolver's at each point, so the matrix would mean another operator at each
