@@ -9,8 +9,8 @@ builds, in the product basis of those states and `zeta_cutoff` Fock states,
 with `E_zeta = sqrt(8 EL EC)` and `ECS = 1 / (1/EC + 1/ECJ)`. Here the inner ZeroPi is this
 package's `Model` (its Hamiltonian a JAX function of the parameters), so the whole chain, the
 inner diagonalisation included, is differentiable. The product basis depends on the inner
-states' phases, which are arbitrary (as in scqubits): the spectrum and `|<i|O|j>|` between
-eigenstates are what is defined.
+states' phases: scqubits keeps its sparse solver's, `ProductBasis` fixes them by a smooth rule
+of its own. The spectrum and `|<i|O|j>|` between eigenstates do not depend on them.
 """
 
 from __future__ import annotations
@@ -37,6 +37,86 @@ OPERATORS = ("phi_operator", "n_theta_operator", "i_d_dphi_operator")
 """The inner ZeroPi's operators, in the product basis (`kron(<l|O|l'>, 1)`), by name."""
 
 
+class ProductBasis:
+    """A FullZeroPi's product basis and its Hamiltonian there, at one parameter point.
+
+    The basis is the inner ZeroPi's `zeropi_cutoff` lowest states times the zeta oscillator's
+    `zeta_cutoff` Fock states. Each inner state's phase is fixed by a smooth rule: its overlap
+    with a fixed random vector is real and positive. Any rule gives the same spectrum; a
+    smooth one also gives the same basis wherever the inner states are computed twice (the
+    Hamiltonian and each operator of a `HilbertSpace` term are separate functions of the
+    params), where a rule that picks a component could choose differently on the last bit.
+    Used by `FullZeroPiModel` and by a FullZeroPi inside a `HilbertSpace` model.
+
+    Attributes:
+        inner: the inner ZeroPi's `Model`.
+        params: the inner ZeroPi's parameters and `dC`, `dEL`, with the object's values.
+        levels, zeta: `zeropi_cutoff`, `zeta_cutoff`.
+        dim: `levels * zeta`.
+    """
+
+    def __init__(self, obj: Any) -> None:
+        inner = obj._zeropi  # scqubits' own inner ZeroPi (its grid, ncut and parameters)
+        self.inner = Model(inner, zero_pi.spec(inner))
+        self.levels, self.zeta = int(obj.zeropi_cutoff), int(obj.zeta_cutoff)
+        self.params: dict[str, float] = {
+            **self.inner.params,
+            **_params.read_defaults(obj, ("dC", "dEL")),
+        }
+        self.dim = self.levels * self.zeta
+        self.operators = {name: dense(getattr(inner, name)()) for name in OPERATORS}
+        n = self.inner.dim
+        rng = np.random.default_rng(20260)
+        self._reference = (rng.standard_normal(n) + 1j * rng.standard_normal(n)) / np.sqrt(2 * n)
+
+    def inner_states(self, p: Mapping[str, jax.Array]) -> tuple[jax.Array, jax.Array]:
+        """The inner ZeroPi's kept levels and states (complex, phases fixed) at one point."""
+        h = self.inner.hamiltonian({name: p[name] for name in self.inner.params})
+        w, v = eigh_k(h, self.levels)
+        cdtype = complex_of(w.dtype)
+        v = v.astype(cdtype)
+        c = jnp.asarray(self._reference.conj(), cdtype) @ v
+        # |c| is about 1/sqrt(n) for a random reference; the floor only keeps 0 finite.
+        size = jnp.sqrt(jnp.real(c) ** 2 + jnp.imag(c) ** 2 + jnp.finfo(w.dtype).tiny)
+        return w, v * (jnp.conj(c) / size.astype(cdtype))[None, :]
+
+    def elements(self, v: jax.Array, name: str) -> jax.Array:
+        """`<l|O|l'>` of an inner operator between the inner states `v`."""
+        return v.conj().T @ jnp.asarray(self.operators[name], v.dtype) @ v
+
+    def operator(self, v: jax.Array, name: str) -> jax.Array:
+        """An inner operator in the product basis, `kron(<l|O|l'>, 1_zeta)`."""
+        return jnp.kron(self.elements(v, name), jnp.eye(self.zeta, dtype=v.dtype))
+
+    def hamiltonian(
+        self, p: Mapping[str, jax.Array], states: tuple[jax.Array, jax.Array] | None = None
+    ) -> tuple[jax.Array, jax.Array]:
+        """The product-basis Hamiltonian at one point, and the inner states it is built on
+        (`states`, `inner_states(p)` where None)."""
+        w, v = self.inner_states(p) if states is None else states
+        cdtype = v.dtype
+        el, ec, ecj = p["EL"], p["EC"], p["ECJ"]
+        ecs = 1.0 / (1.0 / ec + 1.0 / ecj)
+        g_phi = el * (p["dEL"] / 2.0) * (8.0 * ec / el) ** 0.25
+        g_theta = ecs * (p["dC"] / 2.0) * (32.0 * el / ec) ** 0.25
+        phi = self.elements(v, "phi_operator")
+        n_theta = self.elements(v, "n_theta_operator")
+        i_g_theta = jax.lax.complex(jnp.zeros_like(g_theta), g_theta)
+        g = g_phi.astype(cdtype) * phi + i_g_theta * n_theta
+        a = jnp.asarray(np.diag(np.sqrt(np.arange(1.0, self.zeta)), k=1), cdtype)
+        e_zeta = jnp.sqrt(8.0 * el * ec)
+        levels = jnp.diag(w).astype(cdtype)
+        number = jnp.diag(jnp.arange(self.zeta, dtype=w.dtype) * e_zeta).astype(cdtype)
+        one_l, one_z = jnp.eye(self.levels, dtype=cdtype), jnp.eye(self.zeta, dtype=cdtype)
+        h_full = (
+            jnp.kron(levels, one_z)
+            + jnp.kron(one_l, number)
+            + jnp.kron(g, a)
+            + jnp.kron(g.conj().T, a.T)
+        )
+        return h_full, v
+
+
 class FullZeroPiModel(FullZeroPiNoise):
     """JAX functions of a `scqubits.FullZeroPi`'s parameters.
 
@@ -54,17 +134,13 @@ class FullZeroPiModel(FullZeroPiNoise):
     """
 
     def __init__(self, obj: Any) -> None:
-        inner = obj._zeropi  # scqubits' own inner ZeroPi (its grid, ncut and parameters)
-        self._obj, self._zp = obj, inner
+        self._obj, self._zp = obj, obj._zeropi
+        self._basis = ProductBasis(obj)
         self._spec = SimpleNamespace(kind="FullZeroPi", channels_fn=self._fzp_channels)
-        self._inner = Model(inner, zero_pi.spec(inner))
-        self._levels, self._zeta = int(obj.zeropi_cutoff), int(obj.zeta_cutoff)
-        self.params: dict[str, float] = {
-            **self._inner.params,
-            **_params.read_defaults(obj, ("dC", "dEL")),
-        }
-        self.dim: int = self._levels * self._zeta
-        self._operators = {name: dense(getattr(inner, name)()) for name in OPERATORS}
+        self._inner = self._basis.inner
+        self._levels, self._zeta = self._basis.levels, self._basis.zeta
+        self.params: dict[str, float] = dict(self._basis.params)
+        self.dim: int = self._basis.dim
         self._compiled = jax.jit(self._evaluate, static_argnames=("what", "k", "name"))
 
     def __repr__(self) -> str:
@@ -85,34 +161,7 @@ class FullZeroPiModel(FullZeroPiNoise):
 
     def _product(self, p: Mapping[str, jax.Array]) -> tuple[jax.Array, jax.Array]:
         """The product-basis Hamiltonian at one point, and the inner ZeroPi's kept states."""
-        inner = {name: p[name] for name in self._inner.params}
-        h = self._inner.hamiltonian(inner)
-        w, v = eigh_k(h, self._levels)
-        cdtype = complex_of(w.dtype)
-        v = v.astype(cdtype)
-        el, ec, ecj = p["EL"], p["EC"], p["ECJ"]
-        ecs = 1.0 / (1.0 / ec + 1.0 / ecj)
-        g_phi = el * (p["dEL"] / 2.0) * (8.0 * ec / el) ** 0.25
-        g_theta = ecs * (p["dC"] / 2.0) * (32.0 * el / ec) ** 0.25
-        phi = self._elements(v, "phi_operator")
-        n_theta = self._elements(v, "n_theta_operator")
-        i_g_theta = jax.lax.complex(jnp.zeros_like(g_theta), g_theta)
-        g = g_phi.astype(cdtype) * phi + i_g_theta * n_theta
-        a = jnp.asarray(np.diag(np.sqrt(np.arange(1.0, self._zeta)), k=1), cdtype)
-        e_zeta = jnp.sqrt(8.0 * el * ec)
-        levels = jnp.diag(w).astype(cdtype)
-        number = jnp.diag(jnp.arange(self._zeta, dtype=w.dtype) * e_zeta).astype(cdtype)
-        one_l, one_z = jnp.eye(self._levels, dtype=cdtype), jnp.eye(self._zeta, dtype=cdtype)
-        h_full = (
-            jnp.kron(levels, one_z)
-            + jnp.kron(one_l, number)
-            + jnp.kron(g, a)
-            + jnp.kron(g.conj().T, a.T)
-        )
-        return h_full, v
-
-    def _elements(self, v: jax.Array, name: str) -> jax.Array:
-        return v.conj().T @ jnp.asarray(self._operators[name], v.dtype) @ v
+        return self._basis.hamiltonian(p)
 
     def _evaluate(self, values: dict[str, jax.Array], *, what: str, k: int, name: str) -> Any:
         def one(p: dict[str, jax.Array]) -> Any:
@@ -128,15 +177,14 @@ class FullZeroPiModel(FullZeroPiNoise):
                 return w
             if what == "eigensys":
                 return w, u
-            o = jnp.kron(self._elements(v, name), jnp.eye(self._zeta, dtype=v.dtype))
-            return u.conj().T @ o @ u
+            return u.conj().T @ self._basis.operator(v, name) @ u
 
         return _params.map_batch(one, values)
 
     def hamiltonian(self, params: ParamsArg = None) -> jax.Array:
         """The Hamiltonian in the product basis (inner ZeroPi states x zeta Fock states),
         `(*batch, dim, dim)`, complex; equal to scqubits' `hamiltonian()` up to the inner
-        states' phases (arbitrary in both)."""
+        states' phases (the model's fixed by `ProductBasis`' rule, scqubits' its solver's)."""
         values = self._values(params, "hamiltonian")
         return self._compiled(values, what="hamiltonian", k=0, name="")
 

@@ -3,8 +3,24 @@ tests pin these strings."""
 
 HS_SUBSYSTEM = (
     "`jaxbridge.scqubits.model(hilbertspace)`: subsystem `{id_str}` is a `{got}`, which has no "
-    "model. Subsystems may be the classes `model` supports, `Oscillator`, `KerrOscillator` and "
-    "`GenericQubit`."
+    "model. Subsystems may be the classes `model` supports, `Oscillator`, `KerrOscillator`, "
+    "`GenericQubit` and `FullZeroPi`."
+)
+
+HS_FULL_ZERO_PI_MATRIX = (
+    "{where}: subsystem `{id_str}` is a `FullZeroPi`, whose own basis is its inner ZeroPi's "
+    "eigenstates times the zeta Fock states; that basis moves with the parameters, and scqubits' "
+    "eigensolver picks the inner states' phases at each point, so a fixed matrix in it is another "
+    "operator at each point. Give the operator as a bound method of the FullZeroPi, one of "
+    "{known}."
+)
+
+HS_FULL_ZERO_PI_INNER = (
+    "`jaxbridge.scqubits.model(hilbertspace)`: to take a matrix in scqubits' bare eigenbasis of "
+    "the `FullZeroPi` `{id_str}` to the model's, the inner ZeroPi's kept states of scqubits and "
+    "of the model must span one space, and they do not (largest |U^dagger U - 1| {off:.3g}): an "
+    "inner level is degenerate across `zeropi_cutoff`. Change `zeropi_cutoff`, or give the term "
+    "as operators (`add_interaction(g=..., op1=..., op2=...)`)."
 )
 
 HS_HD_SUBSYSTEM = (

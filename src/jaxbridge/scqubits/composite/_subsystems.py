@@ -18,6 +18,8 @@ import numpy as np
 import scipy.sparse as sparse
 
 from .._eigen import eigh_k, is_tridiagonal
+from .._full_zero_pi import OPERATORS as FULL_ZERO_PI_OPERATORS
+from .._full_zero_pi import ProductBasis
 from .._model import Model
 from .._specs import spec_of
 from .._terms import Fixed, Params, Terms, cast_fixed, complex_of, fixed
@@ -66,6 +68,7 @@ class Part:
         self.dim = int(obj.truncated_dim)
         self.native_dim = native_dim
         self.is_complex = False
+        self._compiled_esys: Callable[..., Any] | None = None
 
     def esys(self, p: Params, k: int) -> tuple[jax.Array, jax.Array | None]:
         raise NotImplementedError
@@ -97,6 +100,19 @@ class Part:
 
     def named(self, name: str, where: str) -> Operator:
         raise NotImplementedError
+
+    def esys_at(self, values: Params) -> tuple[jax.Array, jax.Array | None]:
+        """`esys(values, dim)` at concrete values, as one compiled program kept with the part
+        (op by op, a FullZeroPi's takes seconds)."""
+        compiled = self._compiled_esys
+        if compiled is None:
+            compiled = self._compiled_esys = jax.jit(self.esys, static_argnums=1)
+        return compiled(values, self.dim)
+
+    def scqubits_eigenvectors(self, values: Params) -> np.ndarray:
+        """scqubits' own `truncated_dim` bare eigenvectors of the object (its solver's
+        phases), in this part's basis; `values` are the object's current params."""
+        return np.asarray(self.obj.eigensys(evals_count=self.dim)[1])
 
 
 class QubitPart(Part):
@@ -193,6 +209,95 @@ class OscillatorPart(Part):
             where=where, id_str=self.id_str, name=name, known=known))  # fmt: skip
 
 
+class FullZeroPiPart(Part):
+    """`FullZeroPi`: its product basis (`ProductBasis`: the inner ZeroPi's states, phases fixed
+    by the model, times the zeta Fock states) is this part's own basis.
+
+    The Hamiltonian there and each operator are separate functions of the params; at one point
+    they share one inner diagonalisation (`_inner_states`), and the inner phase rule is smooth,
+    so even computed twice they would see one basis. An
+    operator is one of scqubits' FullZeroPi operators, by its bound method; a fixed matrix in
+    the product basis is refused: that basis moves with the params, and its inner phases are
+    scqubits' eigensolver's at each point, so the matrix would mean another operator at each
+    point.
+    """
+
+    def __init__(self, obj: Any) -> None:
+        self.basis = ProductBasis(obj)
+        self._last: tuple[tuple[Any, ...], tuple[jax.Array, jax.Array]] | None = None
+        self._compiled_inner: Callable[..., Any] | None = None
+        super().__init__(obj, dict(self.basis.params), self.basis.dim)
+        self.is_complex = True  # the zeta coupling `i g_theta n_theta`
+        if not 1 <= self.dim <= self.native_dim:
+            raise ValueError(
+                _errors.HS_TRUNCATED_DIM.format(
+                    id_str=self.id_str, got=self.dim, dim=self.native_dim
+                )
+            )
+
+    def esys(self, p: Params, k: int) -> tuple[jax.Array, jax.Array | None]:
+        h = self.basis.hamiltonian(p, self._inner_states(p))[0]
+        w, u = eigh_k(h, k)
+        return w, fix_phases(u)
+
+    def _inner_states(self, p: Params) -> tuple[jax.Array, jax.Array]:
+        # The composite asks for the levels and then for each operator with the same param
+        # leaves (one point, one trace); XLA does not merge two host eigensolves, so the inner
+        # states of the last leaves are kept. The leaves are compared by identity and held, so
+        # a hit is the same values in the same trace.
+        leaves = tuple(p[name] for name in sorted(p))
+        last = self._last
+        if last is not None and _same_objects(last[0], leaves):
+            return last[1]
+        states = self.basis.inner_states(p)
+        self._last = (leaves, states)
+        return states
+
+    def operator(self, op: Any, where: str) -> Operator:
+        if callable(op) and not hasattr(op, "shape") and not hasattr(op, "full"):
+            return super().operator(op, where)
+        raise ValueError(
+            _errors.HS_FULL_ZERO_PI_MATRIX.format(
+                where=where, id_str=self.id_str, known=list(FULL_ZERO_PI_OPERATORS)
+            )
+        )
+
+    def named(self, name: str, where: str) -> Operator:
+        if name not in FULL_ZERO_PI_OPERATORS:
+            raise ValueError(_errors.HS_UNKNOWN_OPERATOR.format(
+                where=where, id_str=self.id_str, name=name,
+                known=list(FULL_ZERO_PI_OPERATORS)))  # fmt: skip
+
+        def operator(p: Params) -> jax.Array:
+            return self.basis.operator(self._inner_states(p)[1], name)
+
+        return operator, True
+
+    def scqubits_eigenvectors(self, values: Params) -> np.ndarray:
+        """scqubits' bare eigenvectors, from its product basis (its inner solver's phases) to
+        the model's: `kron(U, 1) v`, `U = <model's inner states|scqubits'>`.
+
+        Raises:
+            ValueError: the two sets of inner states span different spaces (an inner level
+                degenerate across `zeropi_cutoff`).
+        """
+        _, theirs = self.obj.eigensys(evals_count=self.dim)
+        _, inner = self.obj._zeropi.eigensys(evals_count=self.basis.levels)
+        compiled = self._compiled_inner
+        if compiled is None:  # one program, not op by op
+            compiled = self._compiled_inner = jax.jit(self.basis.inner_states)
+        _, ours = compiled(values)
+        u = np.asarray(ours).conj().T @ np.asarray(inner)
+        off = float(np.max(np.abs(u.conj().T @ u - np.eye(self.basis.levels))))
+        if off > 1e-6:
+            raise ValueError(_errors.HS_FULL_ZERO_PI_INNER.format(id_str=self.id_str, off=off))
+        return np.kron(u, np.eye(self.basis.zeta)) @ np.asarray(theirs)
+
+
+def _same_objects(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
+
+
 def part(obj: Any) -> Part:
     """The `Part` of one subsystem of a `HilbertSpace`."""
     names = [c.__name__ for c in type(obj).__mro__ if c.__module__.startswith("scqubits")]
@@ -200,6 +305,8 @@ def part(obj: Any) -> Part:
         return OscillatorPart(obj)
     if "GenericQubit" in names:
         return GenericQubitPart(obj)
+    if "FullZeroPi" in names:
+        return FullZeroPiPart(obj)
     if getattr(obj, "hierarchical_diagonalization", False):
         raise ValueError(_errors.HS_HD_SUBSYSTEM.format(id_str=obj.id_str))
     spec = spec_of(obj)
