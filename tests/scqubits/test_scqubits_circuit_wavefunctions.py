@@ -71,6 +71,9 @@ def test_a_harmonic_variable_equals_scqubits_at_other_params():
         got = m.generate_wf_plot_data(values, which=which, grids_dict=grids, evals_count=3)
         want = ref.generate_wf_plot_data(which=which, grids_dict=grids, eigensys=esys)
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-10 * want.max())
+    # the three levels: one compiled program (`which` is an argument of it, not static)
+    programs = m.__dict__["_wf_plot_data"]
+    assert [fn._cache_size() for fn in programs.values()] == [1]
     ours = lambda **kw: m.generate_wf_plot_data(values, which=2, evals_count=3, **kw)
     theirs = lambda **kw: ref.generate_wf_plot_data(which=2, eigensys=esys, **kw)
     _same_up_to_phase(_complex(ours, grids_dict=grids), _complex(theirs, grids_dict=grids))
@@ -122,6 +125,9 @@ def test_periodic_and_harmonic_variables_equal_scqubits():
     with pytest.raises(ValueError) as info:
         m.generate_wf_plot_data(var_indices=(3,))
     assert str(info.value) == _errors.WF_GRID_HARMONIC.format(index=3)
+    with pytest.raises(ValueError) as info:
+        m.generate_wf_plot_data(var_indices=(3,), grids_dict={3: np.zeros((2, 2))})
+    assert str(info.value) == _errors.WF_GRID_SHAPE.format(index=3)
 
 
 GRIDS = {i: scq.Grid1d(-3.0, 3.0, 7) for i in (1, 2, 3, 4)}

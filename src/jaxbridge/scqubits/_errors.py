@@ -189,11 +189,6 @@ HD_WF_AXES = (
     "fewer subsystems at once."
 )
 
-HD_WF_LAYOUT = (
-    "`generate_wf_plot_data`: {id_str}'s basis does not factor by variable as its cutoffs "
-    "say, so its states cannot be laid out one axis per variable."
-)
-
 NO_POTENTIAL_ENERGY = (
     "`potential_energy`: a `{kind}` model has none; it is a `Circuit`'s, flat or "
     "hierarchical, whose potential has no sawtooth (`saw`) junction (scqubits' "

@@ -5,7 +5,9 @@ helpers: scqubits 4.3.1's oscillator functions, Fourier factors and `standardize
 JAX) says how scqubits turns an eigenvector into amplitudes on a grid and what its potential
 is; `PlotMethods`, a base of `Model`, serves `operator`, `wavefunction` and `potential` from it
 and from the model's own `eigensys` and operator terms; a flat Circuit's `Spec.layout` and
-`Spec.potential_energy` serve scqubits' `generate_wf_plot_data` and `potential_energy`.
+`Spec.potential_energy` serve scqubits' `generate_wf_plot_data` and `potential_energy`
+(`circuit_plot_data`, `circuit_potential_energy`, which a hierarchical Circuit's model calls
+with its own plan of axes).
 """
 
 from __future__ import annotations

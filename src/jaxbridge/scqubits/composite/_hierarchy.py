@@ -315,8 +315,8 @@ def _wf_plan(
         )
     assert isinstance(part, _LeafPart), part
     layout = part.layout
-    if layout is None:
-        raise ValueError(_plot_errors.HD_WF_LAYOUT.format(id_str=part.id_str))
+    # a plain subsystem's basis is always the product over its variables' cutoffs (`_dims`)
+    assert layout is not None, part.id_str
     # scqubits reshapes a plain subsystem's states by its `cutoff_names` (periodic first),
     # its basis runs in `dynamic_var_indices` order: the same only where the shapes agree
     size = dict(zip(layout.var_indices, layout.shape, strict=True))
