@@ -226,16 +226,6 @@ def test_circuit_wf_plot_data_equals_scqubits():
 
 
 @pytest.mark.filterwarnings("ignore:.*deprecated - use:DeprecationWarning")  # scqubits' YAML
-def test_circuit_wf_plot_data_refuses_a_harmonic_variable():
-    yaml = "branches:\n- [JJ, 1, 2, 4, 0.5]\n- [L, 1, 2, 1.3]\n- [C, 1, 2, 2]\n"
-    circuit = scq.Circuit(yaml, from_file=False, ext_basis="harmonic")
-    circuit.cutoff_ext_1 = 10
-    with pytest.raises(ValueError) as info:
-        jbq.model(circuit).generate_wf_plot_data(var_indices=(1,))
-    assert str(info.value) == _errors.WF_HARMONIC.format(index=1)
-
-
-@pytest.mark.filterwarnings("ignore:.*deprecated - use:DeprecationWarning")  # scqubits' YAML
 def test_circuit_potential_energy_equals_scqubits():
     yaml = "branches:\n- [JJ, 1, 2, EJ=10, 1.2]\n- [L, 1, 2, EL=1.3]\n- [C, 1, 2, 0.5]\n"
     circuit = scq.Circuit(yaml, from_file=False, ext_basis="discretized")

@@ -4,6 +4,8 @@ depends on the parameters."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import jax.numpy as jnp
@@ -23,6 +25,7 @@ from . import _errors
 from ._params import read_defaults
 from ._spec import PotentialEnergy, Spec, circuit_layout, ladder
 from ._terms import Fixed, Params, Spectral, Terms, fixed
+from ._wave import WaveLayout
 from .noise import _circuit_noise
 
 
@@ -67,6 +70,7 @@ class _CircuitParts:
         self.names_back: dict[Any, Any] = {}  # the substitutions' inverse, for error messages
         self.bare_names: dict[Any, Any] = {}
         self.factor_ops: dict[Any, Any] = {}
+        self.lengths: dict[int, Any] = {}  # each harmonic variable's oscillator length
         param_set = set(self.params)
         for pos, (i, d) in enumerate(dims):
             if i not in obj.var_categories["extended"] or obj._basis_for_var_index(i) != "harmonic":
@@ -80,6 +84,7 @@ class _CircuitParts:
             ec = expanded.coeff(q**2) / 4
             el = 2 * expanded.coeff(theta**2)
             length = (8 * ec / el) ** sympy.Rational(1, 4)
+            self.lengths[i] = length  # scqubits' `_set_harmonic_basis_osc_params`
             if not (length.free_symbols & param_set):
                 continue  # a fixed oscillator length: scqubits' own operators are exact
             x, p = ladder(d)
@@ -212,18 +217,28 @@ def circuit(obj: Any, child: bool = False) -> Spec:
     spec.dropped = parts.dropped
     spec.channels_fn = lambda: _circuit_noise.channels(obj, parts.H, names, operator)
     if not child:
-        spec.potential_energy = lambda: _potential_energy(obj)  # read when first called
-        layout = circuit_layout(obj)
-        # only a basis that factors as the cutoffs say is plotted (None: the method refuses)
-        spec.layout = layout if layout and int(np.prod(layout.shape)) == terms.dim else None
+        spec.potential_energy = lambda: potential_energy_fn(obj)  # read when first called
+    layout = circuit_layout(obj)
+    # only a basis that factors as the cutoffs say is plotted (None: the method refuses); a
+    # hierarchical Circuit's subsystem has one too, for the whole Circuit's plot data
+    if layout and int(np.prod(layout.shape)) == terms.dim:
+        lengths = {i: _length_fn(e) for i, e in parts.lengths.items()}
+        spec.layout = WaveLayout(**dataclasses.asdict(layout), lengths=lengths)
     return spec
+
+
+def _length_fn(length: Any) -> Callable[[Params], Any]:
+    """An oscillator length (a SymPy expression of the parameters) as a function of them."""
+    symbols = sorted(length.free_symbols, key=str)
+    fn = sympy.lambdify(symbols, length, modules=jnp)
+    return lambda p: jnp.asarray(fn(*(p[str(s)] for s in symbols)))
 
 
 def _harmonic_indices(parts: _CircuitParts) -> list[int]:
     return [int(str(s)[1:]) for s in parts.substitutions if str(s).startswith("θ")]
 
 
-def _potential_energy(obj: Any) -> PotentialEnergy | None:
+def potential_energy_fn(obj: Any) -> PotentialEnergy | None:
     """scqubits' `Circuit.potential_energy` as a JAX function (None where it uses `saw`)."""
     expr = obj.potential_symbolic.subs("I", 1)
     for flux in obj.external_fluxes:

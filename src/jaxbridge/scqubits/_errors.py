@@ -89,9 +89,9 @@ NO_WAVE = "`{method}`: this `{kind}` model has no {method}: {why}."
 
 NO_WAVE_WHY = {
     "Circuit": (
-        "scqubits' `Circuit` has no `wavefunction` or `potential` methods (its "
-        "`generate_wf_plot_data` and `potential_energy` mix bases per variable and are not "
-        "served yet); draw them with scqubits' own Circuit"
+        "scqubits' `Circuit` has no `wavefunction` or `potential` methods; use "
+        "`generate_wf_plot_data(params, which, var_indices=..., grids_dict=...)` and "
+        "`potential_energy(params, θ1=..., ...)`, as scqubits' Circuit has them"
     ),
 }
 """Why a class has no wavefunction or potential, by class name (the default: scqubits has none)."""
@@ -127,7 +127,8 @@ FULL_ZERO_PI_D_HAMILTONIAN = (
 )
 
 NO_WF_PLOT = (
-    "`generate_wf_plot_data`: a `{kind}` model has none; it is a flat `Circuit`'s (scqubits' "
+    "`generate_wf_plot_data`: a `{kind}` model has none; it is a `Circuit`'s, flat or "
+    "hierarchical, whose basis factors by variable as its cutoffs say (scqubits' "
     "`Circuit.generate_wf_plot_data`). For a qubit use `wavefunction`."
 )
 
@@ -145,22 +146,53 @@ WF_MODE_SUMMED = (
     'are summed over, as scqubits refuses too); use mode="abs-sqr" or name every variable.'
 )
 
-WF_HARMONIC = (
-    "`generate_wf_plot_data`: variable {index} is in the harmonic basis, whose oscillator "
-    "length depends on the parameters; plotting it is not served yet. Build the Circuit with "
-    '`ext_basis="discretized"`, or leave the variable out of `var_indices` (it is summed).'
-)
-
 WF_GRID = (
     "`generate_wf_plot_data`: the periodic variable {index} needs its phi grid: pass "
     "`grids_dict={{{index}: scqubits.Grid1d(...)}}` (or 1-D points), or "
     "`change_discrete_charge_to_phi=False` for its charges."
 )
 
+WF_GRID_HARMONIC = (
+    "`generate_wf_plot_data`: the harmonic-basis variable {index} needs its phi grid, on "
+    "which its oscillator functions are evaluated: pass "
+    "`grids_dict={{{index}: scqubits.Grid1d(...)}}` (or 1-D points)."
+)
+
+WF_GRID_SHAPE = (
+    "`generate_wf_plot_data(grids_dict=...)`: the grid of variable {index} must be a "
+    "`Grid1d` or a 1-D array of points."
+)
+
+HD_WF_NORMAL_MODES = (
+    "`generate_wf_plot_data`: variable {index} is in {id_str}, purely harmonic in {indices}, "
+    "which scqubits 4.3.1 solves in its normal modes; its `generate_wf_plot_data` then "
+    "evaluates each normal mode's oscillator functions as if the mode were one of the "
+    "variables, which they are not, so this model does not reproduce it. Leave {indices} out "
+    "of `var_indices` (their subsystem is then summed in its eigenbasis, as scqubits does)."
+)
+
+HD_WF_ORDER = (
+    "`generate_wf_plot_data`: {id_str}'s basis is the product over its variables in the order "
+    "{indices}, of shape {shape}, but scqubits 4.3.1 reshapes its states in the order of its "
+    "`cutoff_names` {cutoffs} (periodic variables first, each kind in the Circuit's order), to "
+    "{scqubits}, so scqubits' plot of its variables is wrong and this model does not "
+    "reproduce it. List the subsystem's variables in that order in `system_hierarchy`, or "
+    "leave {indices} out of `var_indices`."
+)
+
+HD_WF_AXES = (
+    "`generate_wf_plot_data(var_indices={got})`: scqubits 4.3.1 looks for {id_str}'s states at "
+    "axis {scqubits} of the partly expanded wavefunction, where they are at axis {axis} (its "
+    "`_reshape_and_change_to_variable_basis` and `_recursive_basis_change` count an earlier "
+    "subsystem's axes by its variables, or as one, not as it was expanded), so scqubits' "
+    "result is wrong or an error and this model does not reproduce it. Plot variables of "
+    "fewer subsystems at once."
+)
+
 NO_POTENTIAL_ENERGY = (
-    "`potential_energy`: a `{kind}` model has none; it is a flat `Circuit`'s whose potential "
-    "has no sawtooth (`saw`) junction (scqubits' `Circuit.potential_energy`). For a qubit use "
-    "`potential`."
+    "`potential_energy`: a `{kind}` model has none; it is a `Circuit`'s, flat or "
+    "hierarchical, whose potential has no sawtooth (`saw`) junction (scqubits' "
+    "`Circuit.potential_energy`). For a qubit use `potential`."
 )
 
 POTENTIAL_ENERGY_ARGS = (

@@ -20,11 +20,13 @@ import jax
 import jax.numpy as jnp
 import sympy
 
+from .. import _errors as _plot_errors
 from .. import _params
-from .._circuit import circuit
+from .._circuit import circuit, potential_energy_fn
 from .._eigen import dressed_structure, eigh_k, eigvalsh_k
 from .._model import Model
 from .._terms import Params, complex_of
+from .._wave import WfAxis, circuit_plot_data, circuit_potential_energy, layout_axes
 from ..noise import _circuit_noise
 from ..noise._hierarchy_noise import HD_NOISE_OPERATOR, HierarchyNoise, HierarchyOperator
 from . import _hs_errors as _errors
@@ -67,6 +69,7 @@ class _LeafPart(QubitPart):
         super().__init__(sub, Model(sub, spec))
         self.id_str = f"subsystem{sub.dynamic_var_indices}"
         self._spec = spec
+        self.layout = spec.layout  # its basis by variable, for the Circuit's plot data
 
     def lifted(self, expr: Any) -> Operator:
         """`expr` (its operators) in this subsystem's own basis."""
@@ -241,6 +244,106 @@ def _part(sub: Any) -> Part:
     return _LeafPart(sub)
 
 
+#: How one part's states become axes: `expand(wf, axis, p)`, `p` the part's params.
+Expand = Any
+
+
+def _wf_plan(
+    part: Part, relevant: set[int], var_indices: tuple[int, ...], top: bool
+) -> tuple[list[WfAxis], Expand]:
+    """The axes `part`'s states expand to for plotting `relevant` variables, and the expansion.
+
+    As scqubits' `_reshape_and_change_to_variable_basis`: a part whose variables are plotted
+    is taken from its eigenstates to its own basis (the top level's states are already in
+    it); a hierarchical one's basis is the product of its children's, each child expanded in
+    turn if it holds a plotted variable and else left as one axis of eigenstates (summed);
+    a plain subsystem's basis is one axis per variable (`layout_axes`).
+
+    Raises:
+        ValueError: where scqubits 4.3.1's own result is wrong: a subsystem in normal modes,
+            a plain subsystem whose cutoffs are not in its variables' order, or an axis that
+            scqubits looks for at another position.
+    """
+    if isinstance(part, _HierarchyPart):
+        comp = part.composite
+        children: list[tuple[list[WfAxis], Expand | None]] = []
+        axes: list[WfAxis] = []
+        for s, child in enumerate(part.children):
+            if not relevant & set(child.obj.dynamic_var_indices):
+                children.append(([WfAxis(None, "eigen")], None))
+            else:
+                # where scqubits expects the child: after an earlier plotted one's variables
+                # (top level) or at the child's index (below), whatever they expanded to
+                earlier = part.children[:s]
+                if top:
+                    expect = sum(
+                        len(c.obj.dynamic_var_indices)
+                        if relevant & set(c.obj.dynamic_var_indices)
+                        else 1
+                        for c in earlier
+                    )
+                else:
+                    expect = s
+                if expect != len(axes):
+                    raise ValueError(
+                        _plot_errors.HD_WF_AXES.format(
+                            got=var_indices, id_str=child.id_str, scqubits=expect, axis=len(axes)
+                        )
+                    )
+                children.append(_wf_plan(child, relevant, var_indices, top=False))
+            axes += children[-1][0]
+
+        def expand(wf: jax.Array, axis: int, p: Params) -> jax.Array:
+            if not top:
+                wf = _to_basis(wf, axis, part.esys(p, part.dim)[1])
+            wf = wf.reshape(wf.shape[:axis] + tuple(comp.dims) + wf.shape[axis + 1 :])
+            offset = axis
+            for s, (child_axes, child_expand) in enumerate(children):
+                if child_expand is not None:
+                    wf = child_expand(wf, offset, comp.part_params(p, s))
+                offset += len(child_axes)
+            return wf
+
+        return axes, expand
+    indices = list(part.obj.dynamic_var_indices)
+    plotted = [i for i in indices if i in relevant]
+    if isinstance(part, NormalModesPart):
+        raise ValueError(
+            _plot_errors.HD_WF_NORMAL_MODES.format(
+                index=plotted[0], id_str=part.id_str, indices=indices
+            )
+        )
+    assert isinstance(part, _LeafPart), part
+    layout = part.layout
+    # a plain subsystem's basis is always the product over its variables' cutoffs (`_dims`)
+    assert layout is not None, part.id_str
+    # scqubits reshapes a plain subsystem's states by its `cutoff_names` (periodic first),
+    # its basis runs in `dynamic_var_indices` order: the same only where the shapes agree
+    size = dict(zip(layout.var_indices, layout.shape, strict=True))
+    cutoffs = list(part.obj.cutoff_names)
+    reshaped = tuple(size[int(name.rsplit("_", 1)[1])] for name in cutoffs)
+    if reshaped != tuple(layout.shape):
+        raise ValueError(
+            _plot_errors.HD_WF_ORDER.format(
+                id_str=part.id_str, indices=indices, cutoffs=cutoffs, scqubits=reshaped,
+                shape=tuple(layout.shape),
+            )
+        )  # fmt: skip
+
+    def leaf(wf: jax.Array, axis: int, p: Params) -> jax.Array:
+        wf = _to_basis(wf, axis, part.esys(p, part.dim)[1])
+        return wf.reshape(wf.shape[:axis] + tuple(layout.shape) + wf.shape[axis + 1 :])
+
+    return layout_axes(layout), leaf
+
+
+def _to_basis(wf: jax.Array, axis: int, v: jax.Array | None) -> jax.Array:
+    """`wf`'s `axis` (a part's eigenstates) in the part's basis: `sum_k v[:, k] wf[..k..]`."""
+    assert v is not None  # a circuit's part has its eigenvectors
+    moved = jnp.tensordot(wf, v.astype(wf.dtype), axes=([axis], [1]))
+    return jnp.moveaxis(moved, -1, axis)
+
+
 class _NoiseSpec:
     """What `NoiseMethods` reads of a model's spec: its kind and its channel table."""
 
@@ -275,6 +378,7 @@ class HierarchicalModel(HierarchyNoise):
         self.dim: int = self._part.composite.dim
         self._compiled = jax.jit(self._evaluate, static_argnames=("what", "k"))
         self._elements: dict[Any, Any] = {}
+        self._wf_plot_data: dict[Any, Any] = {}  # compiled `generate_wf_plot_data`s
         # noise (`HierarchyNoise`): the flat Circuit's channels, on this model's operators
         self._obj = circ
         self._composite = self._part.composite
@@ -393,6 +497,85 @@ class HierarchicalModel(HierarchyNoise):
 
             fn = self._elements[expr] = jax.jit(elements, static_argnames="k")
         return fn(self._values(params, "matrixelements"), k=k)
+
+    def generate_wf_plot_data(
+        self,
+        params: ParamsArg = None,
+        which: int = 0,
+        mode: str = "abs-sqr",
+        var_indices: tuple[int, ...] = (1,),
+        change_discrete_charge_to_phi: bool = True,
+        grids_dict: Any = None,
+        evals_count: int | None = None,
+    ) -> jax.Array:
+        """The Circuit's wavefunction data as scqubits' `generate_wf_plot_data`.
+
+        Level `which` taken back, through each subsystem holding a variable of
+        `var_indices`, to that subsystem's own basis (its eigenvectors at `params`: the ones
+        the Hamiltonian is built on), one axis per variable; then each plotted variable in
+        the phi basis as for a flat Circuit's (`Model.generate_wf_plot_data`: periodic ones
+        Fourier-summed, harmonic-basis ones on their oscillator functions at `params`), and
+        every other axis summed over (`mode="abs-sqr"`).
+
+        Args:
+            params: as for `hamiltonian` (in place of scqubits' `eigensys`).
+            which, mode, var_indices, change_discrete_charge_to_phi, grids_dict,
+                evals_count: as for a flat Circuit's `generate_wf_plot_data`.
+
+        Returns:
+            `(*batch, *plotted axes)` in scqubits' axis order, equal to scqubits' in
+            `"abs-sqr"`; under `jit`, `vmap` and `grad`.
+
+        Raises:
+            ValueError: as for a flat Circuit's, and where scqubits 4.3.1's own result is
+                wrong (a subsystem in normal modes, cutoffs out of order, axes it misplaces).
+        """
+        part = self._part
+
+        def plan(indices: tuple[int, ...]) -> Any:
+            axes, expand = _wf_plan(part, set(indices), indices, top=True)
+            return axes, lambda p, psi: expand(psi, 0, p)
+
+        return circuit_plot_data(
+            kind="HierarchicalModel",
+            dim=self.dim,
+            known=list(part.circ.dynamic_var_indices),
+            plan=plan,
+            eigensys=lambda values, count: self.eigensys(values, count),
+            values=lambda: self._values(params, "generate_wf_plot_data"),
+            cache=self._wf_plot_data,
+            which=which,
+            mode=mode,
+            var_indices=var_indices,
+            change_discrete_charge_to_phi=change_discrete_charge_to_phi,
+            grids_dict=grids_dict,
+            evals_count=evals_count,
+        )
+
+    def potential_energy(self, params: ParamsArg = None, **coordinates: Any) -> jax.Array:
+        """The Circuit's potential as scqubits' `potential_energy(θ1=..., ...)`.
+
+        scqubits reads it from the whole Circuit's symbolic potential, whatever the
+        hierarchy; so does this (`Model.potential_energy` of a flat Circuit).
+
+        Args:
+            params: as for `hamiltonian`; an external flux or symbolic parameter of the
+                potential that is not one of `params` keeps the Circuit's value.
+            coordinates: a value for every variable `θ<i>` (scalars or 1-D arrays, crossed
+                with `meshgrid` as scqubits).
+
+        Returns:
+            `(*batch, *grid)`, equal to scqubits'.
+
+        Raises:
+            ValueError: the potential has a sawtooth, a variable left out, or a keyword that
+                is not a variable.
+        """
+        if "_potential" not in self.__dict__:
+            self.__dict__["_potential"] = potential_energy_fn(self._part.circ)  # lambdified once
+        values = lambda: self._values(params, "potential_energy")
+        energy = self.__dict__["_potential"]
+        return circuit_potential_energy(energy, "HierarchicalModel", values, coordinates)
 
     def _expression(self, operator: Any) -> Any:
         """The SymPy expression of `operator` (a name or an expression), checked to act on
