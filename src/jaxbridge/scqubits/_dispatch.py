@@ -53,8 +53,8 @@ def model(obj: Any) -> Any:
     Args:
         obj: a `scqubits.Transmon`, `TunableTransmon`, `Fluxonium`, `FluxQubit`, `ZeroPi`,
             `Cos2PhiQubit` or `Circuit` (any `ext_basis`; with `system_hierarchy` too), an
-            `Oscillator`, `KerrOscillator` or `GenericQubit`, or a `HilbertSpace` of those;
-            or a `FullZeroPi` on its own.
+            `Oscillator`, `KerrOscillator`, `GenericQubit` or `FullZeroPi`, or a
+            `HilbertSpace` of those (a hierarchical Circuit excepted).
 
     Returns:
         A `Model`: `hamiltonian`, `eigenvals`, `eigensys`, `matrixelements` and
