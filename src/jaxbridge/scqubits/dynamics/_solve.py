@@ -133,7 +133,7 @@ def integrate(
     if omega is not None:  # the frame exp(i w t): y_I' = e^{i w t} (G + i w) e^{-i w t} y_I
         constant = constant + 1j * jnp.diag(omega.astype(cdtype))
 
-    solver = {"dopri8": dfx.Dopri8, "tsit5": dfx.Tsit5, "dopri5": dfx.Dopri5}[method]()
+    solver = _solver(method)
     jump_ts = jnp.sort(jnp.concatenate(discontinuities)) if discontinuities else None
     tsave = jnp.asarray(tsave, dtype=jnp.result_type(float))
     args = (constant, varying, omega)
@@ -201,8 +201,15 @@ def _field(t: Any, y: Any, args: Any) -> Any:
     return phase[:, None] * (generator @ (phase.conj()[:, None] * y))
 
 
-def _solver(method: str) -> Any:
+def _solver(method: str, *, written: bool = True) -> Any:
+    """diffrax's solver of that name; Dormand-Prince 8(7) with its step written out for
+    `_field`'s linear systems where `written` (`_dopri8`: the same method, its step fewer XLA
+    operations)."""
     dfx = _diffrax()
+    if method == "dopri8" and written:
+        from ._dopri8 import LinearDopri8
+
+        return LinearDopri8(generator=_generator)
     return {"dopri8": dfx.Dopri8, "tsit5": dfx.Tsit5, "dopri5": dfx.Dopri5}[method]()
 
 
@@ -471,7 +478,7 @@ def _augmented_solve(config: tuple, args: Any, y0: Any, tsave: Any, jump_ts: Any
     with _complex_ok():
         solution = dfx.diffeqsolve(
             dfx.ODETerm(field),
-            _solver(method),
+            _solver(method, written=False),
             t0,
             tsave[-1],
             None,
