@@ -399,3 +399,67 @@ def test_forward_sensitivities_equal_central_differences_and_forward_mode():
     assert np.min(np.abs(want)) > 1e-2
     np.testing.assert_allclose(got, want, atol=1e-6)
     np.testing.assert_allclose(loss(x, "sensitivity"), value(x), atol=1e-10)
+
+
+def _linear_systems():
+    """A driven three-level ket system in the levels' frame and the same system's damped
+    Liouvillian in the lab frame: `(args, y0)` as `_solve.integrate` hands them to diffrax."""
+    from jaxbridge.scqubits.dynamics import _solve
+
+    h = 2 * np.pi * jnp.diag(jnp.array([0.0, 1.0, 1.9], dtype=complex))
+    op = 2 * np.pi * jnp.array([[0, 1, 0], [1, 0, 1.4], [0, 1.4, 0]], dtype=complex)
+    pulse = dynamics.smooth(lambda t, a: a * jnp.sin(2 * np.pi * 0.95 * t) * jnp.exp(-t), 0.3)
+    omega = jnp.real(jnp.diagonal(h))
+    frame = 1j * jnp.diag(omega).astype(complex)
+    kets = ((-1j * h + frame, [(-1j * op, pulse)], omega), jnp.eye(3, 2, dtype=complex))
+    decay = jnp.sqrt(0.3) * jnp.array([[0, 1, 0], [0, 0, 1], [0, 0, 0]], dtype=complex)
+    dissipator = _solve.dissipator_superoperator([decay], 3, complex)
+    static = _solve.commutator_superoperator(h) + dissipator
+    rho0 = jnp.eye(9, 2, dtype=complex)
+    lindblad = ((static, [(_solve.commutator_superoperator(op), pulse)], None), rho0)
+    return {"kets, levels' frame": kets, "Lindblad, lab frame": lindblad}
+
+
+@pytest.mark.parametrize("system", ["kets, levels' frame", "Lindblad, lab frame"])
+def test_the_written_dopri8_step_is_diffrax_dopri8(system):
+    """The Dormand-Prince 8(7) step written out for `y' = G(t) y` (`_dopri8`) against
+    diffrax's own `Dopri8` on the same field: one step (its state, error estimate, dense
+    output and FSAL stage) to 1e-12, a first step and one after it; and a whole adaptive
+    solve takes the same steps (to rounding) to the same states."""
+    import diffrax
+
+    from jaxbridge.scqubits.dynamics import _dopri8, _solve
+
+    args, y0 = _linear_systems()[system]
+    term = diffrax.ODETerm(_solve._field)
+    ours, theirs = _dopri8.LinearDopri8(generator=_solve._generator), diffrax.Dopri8()
+
+    def two_steps(solver):
+        state = solver.init(term, 0.0, 0.1, y0, args)
+        y1, _, _, state, _ = solver.step(term, 0.0, 0.1, y0, args, state, False)
+        y2, error, dense, state, _ = solver.step(term, 0.1, 0.25, y1, args, state, False)
+        return y1, y2, error, dense["k"], state[1]
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Complex dtype")
+        got, want = jax.jit(lambda: (two_steps(ours), two_steps(theirs)))()
+        for a, b in zip(got, want, strict=True):
+            np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
+
+        # A first step given: diffrax's own choice (dt0=None) starts with a step whose error
+        # estimate is rounding noise, and the two roundings then differ in the next step.
+        def solve(solver):
+            controller = diffrax.PIDController(rtol=1e-8, atol=1e-8)
+            steps = diffrax.diffeqsolve(term, solver, 0.0, 6.0, 0.05, y0, args=args,
+                                        saveat=diffrax.SaveAt(steps=True),
+                                        stepsize_controller=controller)  # fmt: skip
+            grid = diffrax.diffeqsolve(term, solver, 0.0, 6.0, 0.05, y0, args=args,
+                                       saveat=diffrax.SaveAt(ts=jnp.linspace(0.0, 6.0, 7)),
+                                       stepsize_controller=controller)  # fmt: skip
+            return steps.ts, grid.ys, steps.stats["num_steps"], steps.stats["num_rejected_steps"]
+
+        got, want = jax.jit(lambda: (solve(ours), solve(theirs)))()
+    n = int(got[2])
+    assert (n, int(got[3])) == (int(want[2]), int(want[3])) and n > 40
+    np.testing.assert_allclose(got[0][:n], want[0][:n], rtol=1e-8)  # the steps' ends
+    np.testing.assert_allclose(got[1], want[1], rtol=0, atol=1e-11)  # dense output on a grid
