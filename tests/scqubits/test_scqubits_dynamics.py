@@ -432,7 +432,7 @@ def test_the_written_dopri8_step_is_diffrax_dopri8(system):
 
     args, y0 = _linear_systems()[system]
     term = diffrax.ODETerm(_solve._field)
-    ours, theirs = _dopri8.LinearDopri8(generator=_solve._generator), diffrax.Dopri8()
+    ours, theirs = _dopri8.linear_dopri8(_solve._generator), diffrax.Dopri8()
 
     def two_steps(solver):
         state = solver.init(term, 0.0, 0.1, y0, args)

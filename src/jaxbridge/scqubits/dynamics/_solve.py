@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 
 from . import _errors
+from ._dopri8 import linear_dopri8
 from ._pulses import PiecewiseConstant, Smooth
 
 #: The adaptive methods `solve` offers, by name: diffrax's classes.
@@ -212,9 +213,7 @@ def _solver(method: str, *, written: bool = True) -> Any:
     sensitivity solve keep diffrax's generic step."""
     dfx = _diffrax()
     if method == "dopri8" and written:
-        from ._dopri8 import LinearDopri8
-
-        return LinearDopri8(generator=_generator)
+        return linear_dopri8(_generator)
     return {"dopri8": dfx.Dopri8, "tsit5": dfx.Tsit5, "dopri5": dfx.Dopri5}[method]()
 
 
