@@ -57,3 +57,14 @@ def dense(matrix):
 def central_difference(f, x, step):
     """4th-order central difference of the scalar function `f` at `x`."""
     return (-f(x + 2 * step) + 8 * f(x + step) - 8 * f(x - step) + f(x - 2 * step)) / (12 * step)
+
+
+#: Two periodic variables and an extended one (scqubits YAML), for the Circuit plot tests.
+THREE_VARIABLES = """branches:
+- [JJ, 1, 2, EJ=10, 1.2]
+- [C, 1, 2, 0.5]
+- [JJ, 2, 3, 8, 1.0]
+- [L, 3, 0, 1.3]
+- [C, 3, 0, 0.7]
+- [C, 2, 0, 0.4]
+"""

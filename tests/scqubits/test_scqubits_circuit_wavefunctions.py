@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from scqubits_cases import at, central_difference
+from scqubits_cases import THREE_VARIABLES, at, central_difference
 from test_scqubits_hilbertspace import _circuit, dfc, single_fluxonium, symbolic_nested
 from test_scqubits_normal_modes import transmon_and_two_lc
 
@@ -24,15 +24,6 @@ from jaxbridge.scqubits import _errors
 scq = pytest.importorskip("scqubits")
 
 FLUXONIUM = "branches:\n- [JJ, 1, 2, EJ=4, 0.5]\n- [L, 1, 2, EL=1.3]\n- [C, 1, 2, 2]\n"
-# two periodic variables and an extended one whose oscillator length is a number
-THREE = """branches:
-- [JJ, 1, 2, EJ=10, 1.2]
-- [C, 1, 2, 0.5]
-- [JJ, 2, 3, 8, 1.0]
-- [L, 3, 0, 1.3]
-- [C, 3, 0, 0.7]
-- [C, 2, 0, 0.4]
-"""
 GRID = scq.Grid1d(-4.0, 4.0, 17)
 
 
@@ -103,7 +94,7 @@ def test_the_gradient_of_a_harmonic_density_against_scqubits():
 
 
 def test_periodic_and_harmonic_variables_equal_scqubits():
-    circuit = _circuit(THREE, from_file=False, ext_basis="harmonic")
+    circuit = _circuit(THREE_VARIABLES, from_file=False, ext_basis="harmonic")
     circuit.cutoff_n_1, circuit.cutoff_n_2, circuit.cutoff_ext_3 = 2, 2, 12
     m = jbq.model(circuit)
     grids = {1: scq.Grid1d(-np.pi, np.pi, 9), 2: scq.Grid1d(-np.pi, np.pi, 7), 3: GRID}

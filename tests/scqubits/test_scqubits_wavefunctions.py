@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from scqubits_cases import KINDS, at, central_difference, make
+from scqubits_cases import KINDS, THREE_VARIABLES, at, central_difference, make
 
 import jaxbridge.scqubits as jbq
 from jaxbridge.scqubits import _errors
@@ -177,20 +177,10 @@ def test_circuit_refuses_wavefunction_and_potential():
         assert str(info.value) == _errors.NO_WAVE.format(method=method, kind="Circuit", why=why)
 
 
-CIRCUIT = """branches:
-- [JJ, 1, 2, EJ=10, 1.2]
-- [C, 1, 2, 0.5]
-- [JJ, 2, 3, 8, 1.0]
-- [L, 3, 0, 1.3]
-- [C, 3, 0, 0.7]
-- [C, 2, 0, 0.4]
-"""
-
-
 @pytest.mark.filterwarnings("ignore:.*deprecated - use:DeprecationWarning")  # scqubits' YAML
 def test_circuit_wf_plot_data_equals_scqubits():
     """Two periodic variables and a discretized one: every choice of plotted variables."""
-    circuit = scq.Circuit(CIRCUIT, from_file=False, ext_basis="discretized")
+    circuit = scq.Circuit(THREE_VARIABLES, from_file=False, ext_basis="discretized")
     circuit.cutoff_n_1, circuit.cutoff_n_2, circuit.cutoff_ext_3 = 2, 2, 10
     m = jbq.model(circuit)
     grids = {1: scq.Grid1d(-np.pi, np.pi, 9), 2: scq.Grid1d(-np.pi, np.pi, 7)}
@@ -240,7 +230,7 @@ def test_circuit_potential_energy_equals_scqubits():
     want = central_difference(lambda f: at(circuit, {"Φ1": f}).potential_energy(θ1=0.4), 0.3, 1e-3)
     np.testing.assert_allclose(got, want, rtol=1e-8)
 
-    three = scq.Circuit(CIRCUIT, from_file=False, ext_basis="discretized")
+    three = scq.Circuit(THREE_VARIABLES, from_file=False, ext_basis="discretized")
     three.cutoff_n_1, three.cutoff_n_2, three.cutoff_ext_3 = 2, 2, 10
     a, b = np.linspace(0, 1, 3), np.linspace(0, 1, 4)
     got = jbq.model(three).potential_energy(θ1=a, θ2=0.3, θ3=b)  # meshgrid "xy": (4, 3)

@@ -69,9 +69,6 @@ def _linear_dopri8_class() -> Any:
         """diffrax's `Dopri8` for `y' = G(t) y`, its step written out (`linear_dopri8`)."""
 
         generator: Callable[[Any, Any], Any] = eqx.field(static=True, kw_only=True)
-        product: Callable[[Any, Any], Any] | None = eqx.field(
-            static=True, kw_only=True, default=None
-        )
         nodes: ClassVar[np.ndarray] = tab.nodes
 
         def step(
@@ -92,9 +89,7 @@ def _linear_dopri8_class() -> Any:
             # node, not one batch of them sliced a stage each: under reverse mode the slices'
             # cotangents would be padded to the whole batch, thirteen (12, K, K) arrays a step.
             gs = [self.generator(t1 if c == 1 else t0 + float(c) * dt, args) for c in tab.nodes]
-            product = self.product
-            if product is None:
-                product = _elementwise if y0.shape[0] <= SMALL else jnp.matmul
+            product = _elementwise if y0.shape[0] <= SMALL else jnp.matmul
             cdt = jnp.asarray(dt).astype(y0.dtype)
             # The first stage is the previous step's last (FSAL), except on the first step and
             # after a jump of a pulse (the field is discontinuous there), as in diffrax.
@@ -114,15 +109,12 @@ def _linear_dopri8_class() -> Any:
     return LinearDopri8
 
 
-def linear_dopri8(
-    generator: Callable[[Any, Any], Any], product: Callable[[Any, Any], Any] | None = None
-) -> Any:
+def linear_dopri8(generator: Callable[[Any, Any], Any]) -> Any:
     """A `LinearDopri8` (a diffrax `Dopri8`, its step written out for `y' = G(t) y`).
 
     `generator(t, args)` returns `G(t)`, `(K, K)`, the same `G` as the term's vector field
-    (which diffrax still calls to choose the first step). `product(g, y)` is the field at a
-    stage from what `generator` returned at its time; None: `G y`, written elementwise for
-    `K <= SMALL` rows (one fused loop with the stage's sum) and a matrix product above
-    (measured: 1.4x faster a step for 3 levels, 3x slower for 16).
+    (which diffrax still calls to choose the first step). A stage's `G y` is written
+    elementwise for `K <= SMALL` rows (one fused loop with the stage's sum) and a matrix
+    product above (measured: 1.4x faster a step for 3 levels, 3x slower for 16).
     """
-    return _linear_dopri8_class()(generator=generator, product=product)
+    return _linear_dopri8_class()(generator=generator)

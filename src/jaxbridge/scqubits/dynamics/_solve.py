@@ -446,7 +446,7 @@ def _augmented_solve(config: tuple, args: Any, y0: Any, tsave: Any, jump_ts: Any
         return jax.lax.complex(out[:k], out[k:])
 
     def frame_field(t: Any, z: Any, inputs: Any) -> Any:  # complex, the frame moves G
-        args, targs, _ = inputs
+        args, targs = inputs
         out = _generator(t, args) @ z
         if p > 0:
 
@@ -468,7 +468,7 @@ def _augmented_solve(config: tuple, args: Any, y0: Any, tsave: Any, jump_ts: Any
         )
         inputs: Any = (pulses, args, targs, reals)
     else:
-        field, inputs = frame_field, (args, targs, None)
+        field, inputs = frame_field, (args, targs)
 
     # diffrax's generic step here, not the written one: with the generator's tangents made
     # once a stage time and each stage's tangent terms one more product, the written step
