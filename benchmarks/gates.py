@@ -34,6 +34,12 @@ fidelity; `vern9`, `dop853`, `lsoda` and `bdf` were slower), so the reference is
 user could pick. Central differences: step 1e-4 in every parameter. Goal: >= 30x after
 compilation (compile time reported apart). `python benchmarks/gates.py --quick` runs each
 side once.
+
+XLA configuration: by default XLA's own (every operation of a solver step a thunk on XLA's
+thread pool). `--loops-as-kernels` calls `jaxbridge.loops_as_kernels()` first, so that XLA
+compiles each solver loop into one kernel (docs/dynamics.md); qutip's side is unaffected.
+A plain run measures XLA's default, then runs itself again with `--loops-as-kernels` in a
+fresh process (`--one` runs the default alone); each header names its configuration.
 """
 
 import os
@@ -42,10 +48,18 @@ os.environ["OPENBLAS_NUM_THREADS"] = "1"
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import statistics
+import subprocess
+import sys
 import time
 import warnings
 
 import jax
+
+import jaxbridge
+
+LOOPS = "--loops-as-kernels" in sys.argv
+if LOOPS:  # before any JAX computation: XLA reads its options when its backend starts
+    jaxbridge.loops_as_kernels()
 
 jax.config.update("jax_enable_x64", True)
 
@@ -205,7 +219,8 @@ def main():
         f"jax {jax.__version__}, x64, OPENBLAS_NUM_THREADS=1, repeat {REPEAT} (medians); "
         f"jaxbridge: diffrax {METHOD} rtol=atol={TOL['rtol']:g}; qutip {qt.__version__} "
         f"{QUTIP['method']} rtol=atol={QUTIP['rtol']:g}; central-difference step {STEP:g}; "
-        f"load average {os.getloadavg()[0]:.1f} ({os.cpu_count()} CPUs)"
+        f"load average {os.getloadavg()[0]:.1f} ({os.cpu_count()} CPUs); XLA: "
+        + ("jaxbridge.loops_as_kernels()" if LOOPS else "default options")
     )
     flux_options = {
         "t1_capacitive": {"Q_cap": 2e4, "T": 0.015},
@@ -250,6 +265,10 @@ def main():
         "compile",
     )
     print(table("Gradient of the average gate fidelity", rows, header))
+    if not (LOOPS or QUICK or "--one" in sys.argv):
+        # The other XLA configuration needs a fresh process: XLA reads its options once.
+        print("\nThe same with jaxbridge.loops_as_kernels() (a fresh process):", flush=True)
+        subprocess.run([sys.executable, __file__, "--loops-as-kernels"], check=True)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from ._executors import Threads as Threads
 from ._executors import WorkerDiedError as WorkerDiedError
 from ._host import Host as Host
 from ._host import host as host
+from ._loops import loops_as_kernels as loops_as_kernels
 from ._processes import Processes as Processes
 from ._ray import Ray as Ray
 
