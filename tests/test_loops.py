@@ -84,3 +84,46 @@ def test_after_the_backend_started_it_refuses_and_names_the_fix():
 def test_max_bytes_must_be_a_positive_integer(bad):
     with pytest.raises(ValueError, match="max_bytes must be a positive integer"):
         jaxbridge.loops_as_kernels(bad)
+
+
+# A driven, damped three-level gate's fidelity gradient (the discrete adjoint: diffrax's loop
+# forward, jaxbridge's backward), in a process with the option, where each loop of
+# jaxbridge.scqubits.dynamics' solver runs as one kernel, and in one without.
+GATE = """
+import json, sys
+import jax
+jax.config.update("jax_enable_x64", True)
+import jax.numpy as jnp
+import jaxbridge
+if sys.argv[1] == "on":
+    jaxbridge.loops_as_kernels()
+from jaxbridge.scqubits import dynamics
+
+def fidelity(x, gradient):
+    h = jnp.diag(jnp.array([0.0, 1.0, 1.9]))
+    op = jnp.array([[0, 1, 0], [1, 0, 1.4], [0, 1.4, 0]]) * x[1]
+    pulse = dynamics.smooth(lambda t, a: a * jnp.sin(2 * jnp.pi * t), x[0])
+    jumps = [0.05 * jnp.array([[0, 1, 0], [0, 0, 1], [0, 0, 0]])]
+    target = jnp.array([[0, 1], [1, 0]])
+    f = dynamics.gate_fidelity(h, [(op, pulse)], target, [0, 1], jnp.array([0.0, 2.0]),
+                               jump_ops=jumps, gradient=gradient)
+    return f[-1]
+
+x = jnp.array([0.2, 1.1])
+run = jax.jit(jax.value_and_grad(fidelity), static_argnums=1)
+out = {g: [float(v) for v in jnp.concatenate([jnp.ravel(a) for a in run(x, g)])]
+       for g in ("adjoint",)}
+print(json.dumps(out))
+"""
+
+
+def test_dynamics_gradients_are_the_same_with_loops_as_kernels():
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    runs = [subprocess.Popen([sys.executable, "-c", GATE, mode], stdout=subprocess.PIPE,
+                             text=True, env=env) for mode in ("off", "on")]  # fmt: skip
+    outs = [run.communicate(timeout=300)[0] for run in runs]
+    assert [run.returncode for run in runs] == [0, 0]
+    default, kernels = (json.loads(out.strip().splitlines()[-1]) for out in outs)
+    for mode in default:
+        assert kernels[mode] == pytest.approx(default[mode], rel=1e-10, abs=1e-12), mode
+        assert abs(default[mode][1]) > 1e-3  # a gradient that is not zero
