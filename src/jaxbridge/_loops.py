@@ -3,9 +3,10 @@
 XLA's CPU runtime runs a compiled program as a graph of thunks, one a fusion or library call,
 and hands independent thunks to its thread pool. For a loop whose iteration is a hundred
 microsecond-sized operations (an adaptive ODE step on a few-level system, a physics step of
-a small model written in JAX) the handing-over, not the arithmetic, sets the time: on these
-machines a gate's gradient spends half its time between thunks (measured: the same program
-pinned to one core, where nothing is handed over, runs 1.5 to 2x faster).
+a small model written in JAX) the thunks' own cost, not the arithmetic, sets the time
+(measured on a gate's gradient: ~30% of the samples in the pool's search for work; running
+the thunks in order in the calling thread did not help, compiling the loop into one kernel
+made it 2 to 3x faster; docs/dynamics.md).
 
 XLA has a pass for such loops (`SmallWhileLoopHoistingPass`): a `while` loop that reads and
 writes at most a threshold of bytes an iteration, and contains no library call (`dot`,
