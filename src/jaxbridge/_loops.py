@@ -64,7 +64,7 @@ def _with_option(flags: str, max_bytes: int) -> str:
 
 
 def _loop_is_one_kernel() -> bool:
-    """Whether a while loop of ~12 KB an iteration (over XLA's default 1 KB) compiles into
+    """Whether a while loop of a few KB an iteration (over XLA's default 1 KB) compiles into
     one kernel: XLA tags such a loop's call `xla_cpu_small_call`."""
 
     def loop(x: jax.Array) -> jax.Array:
