@@ -127,3 +127,19 @@ def test_dynamics_gradients_are_the_same_with_loops_as_kernels():
     for mode in default:
         assert kernels[mode] == pytest.approx(default[mode], rel=1e-10, abs=1e-12), mode
         assert abs(default[mode][1]) > 1e-3  # a gradient that is not zero
+
+
+def test_an_option_xla_did_not_take_is_reported_and_undone(monkeypatch):
+    """Where XLA read its options before the call (here: this process's backend is up, and
+    the backend check is told otherwise), the test loop still compiles as separate kernels:
+    the call raises with the fix, and `XLA_FLAGS` is as it was."""
+    jax.numpy.zeros(1).block_until_ready()
+    monkeypatch.setattr(_loops.xla_bridge, "backends_are_initialized", lambda: False)
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=false")
+    with pytest.raises(RuntimeError, match="XLA did not take the option"):
+        jaxbridge.loops_as_kernels()
+    assert os.environ["XLA_FLAGS"] == "--xla_cpu_enable_fast_math=false"
+    monkeypatch.delenv("XLA_FLAGS")
+    with pytest.raises(RuntimeError, match="XLA did not take the option"):
+        jaxbridge.loops_as_kernels()
+    assert "XLA_FLAGS" not in os.environ

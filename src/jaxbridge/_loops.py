@@ -89,6 +89,8 @@ def loops_as_kernels(max_bytes: int = DEFAULT_MAX_BYTES, *, check: bool = True) 
     The cost: such a loop runs on one thread, so a loop over large arrays that XLA would
     spread over its threads can be slower; `max_bytes` bounds the loops it applies to. A
     loop with a matrix product (`dot`) or a host call inside is never compiled this way.
+    Processes started afterwards (`jaxbridge.Processes`' workers) inherit `XLA_FLAGS`, and so
+    compile the same way.
 
     Args:
         max_bytes: the largest loop iteration, in bytes read and written (XLA's cost
@@ -107,6 +109,11 @@ def loops_as_kernels(max_bytes: int = DEFAULT_MAX_BYTES, *, check: bool = True) 
     words = {"flag": _FLAG, "option": OPTION, "max_bytes": max_bytes}
     if xla_bridge.backends_are_initialized():
         raise RuntimeError(BACKEND_STARTED.format(**words))
-    os.environ["XLA_FLAGS"] = _with_option(os.environ.get("XLA_FLAGS", ""), max_bytes)
+    before = os.environ.get("XLA_FLAGS")
+    os.environ["XLA_FLAGS"] = _with_option(before or "", max_bytes)
     if check and not _loop_is_one_kernel():
+        if before is None:  # as it was: the option did not take here, nor should it elsewhere
+            del os.environ["XLA_FLAGS"]
+        else:
+            os.environ["XLA_FLAGS"] = before
         raise RuntimeError(NOT_TAKEN.format(**words))
